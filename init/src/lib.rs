@@ -1,0 +1,171 @@
+//! Everything mcp-exec must do as PID 1 of a container, and nothing about MCP.
+//!
+//! Use it in two steps:
+//! 1. [`prepare`] on the main thread, **before any other thread exists**
+//!    (before the tokio runtime and the log writer): it records the signal
+//!    state the process started with, blocks the signals it handles (every
+//!    later thread inherits that mask), becomes child subreaper when not PID 1,
+//!    and marks inherited descriptors close-on-exec.
+//! 2. [`Boot::start`] inside the tokio runtime: opens the signalfd and starts
+//!    the one task that reads it, reaps children and forwards signals. It
+//!    returns the [`Init`] handle (spawn, group signalling, verified death,
+//!    shutdown) and a channel of [`Event`]s for the application.
+//!
+//! # Modules
+//! - [`reaper`]: the single reaper and the registry of children.
+//! - [`signals`]: signalfd intake, shutdown/forward events.
+//! - [`spawn`]: starting a job in its own group with pipes.
+//! - [`group`]: group signals and verified death.
+//! - [`procinfo`]: survivor diagnostics from /proc.
+//! - [`shutdown`]: the bounded graceful-shutdown sequence.
+//! - `sys`: the only `unsafe` code.
+//!
+//! # Which system crate does what
+//! `nix` owns signal *sets*: masks, dispositions and the signalfd. `rustix`
+//! owns everything addressed by pid or fd: waiting, `prctl`, `getpid`. Sending
+//! a signal goes through `sys::kill_raw`, because jobs may be sent real-time
+//! signals that neither crate's `Signal` type can name safely. No `nix` or
+//! `rustix` type appears in this crate's public API.
+
+pub mod group;
+pub mod procinfo;
+pub mod reaper;
+pub mod shutdown;
+pub mod signal;
+pub mod signals;
+pub mod spawn;
+mod sys;
+
+use std::fmt;
+use std::sync::Arc;
+
+use nix::sys::signal::{SigmaskHow, pthread_sigmask};
+use tokio::sync::mpsc;
+
+pub use group::{group_exists, signal_group};
+pub use procinfo::Survivor;
+pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
+pub use shutdown::ShutdownReport;
+pub use signal::{ParseSignalError, Signal};
+pub use signals::Event;
+pub use spawn::{Program, SpawnError, SpawnSpec, Spawned};
+
+/// A process id (also used as a process-group id: a job's pgid is its pid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pid(pub i32);
+
+impl fmt::Display for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Errors of the start-up steps.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// Blocking the handled signals failed.
+    #[error("blocking signals: {0}")]
+    BlockSignals(#[source] std::io::Error),
+    /// Creating the signalfd failed.
+    #[error("creating signalfd: {0}")]
+    SignalFd(#[source] std::io::Error),
+}
+
+/// The result of [`prepare`]: start-up facts, ready to [`start`](Boot::start).
+pub struct Boot {
+    origin: sys::Origin,
+    pid1: bool,
+    subreaper: bool,
+    /// Problems that did not stop start-up (log them once logging is up).
+    pub warnings: Vec<String>,
+}
+
+/// The first start-up step; see the crate doc. Must run before any thread is
+/// spawned: a thread created earlier would keep an unblocked mask, and a
+/// SIGTERM delivered to it would kill the process instead of being read.
+pub fn prepare() -> Result<Boot, InitError> {
+    let origin = sys::capture_origin();
+    let mut warnings = Vec::new();
+    let pid1 = rustix::process::getpid().is_init();
+    let mut subreaper = false;
+    if !pid1 {
+        match rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+            Ok(()) => subreaper = true,
+            Err(e) => warnings.push(format!(
+                "PR_SET_CHILD_SUBREAPER failed ({}): orphaned descendants of jobs will not be reaped by mcp-exec",
+                std::io::Error::from(e)
+            )),
+        }
+    }
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals::handled_set()), None)
+        .map_err(|e| InitError::BlockSignals(e.into()))?;
+    if let Err(e) = sys::cloexec_inherited_fds() {
+        warnings.push(format!(
+            "marking inherited descriptors close-on-exec failed: {e}"
+        ));
+    }
+    Ok(Boot {
+        origin,
+        pid1,
+        subreaper,
+        warnings,
+    })
+}
+
+impl Boot {
+    /// Whether this process is PID 1.
+    pub fn is_pid1(&self) -> bool {
+        self.pid1
+    }
+
+    /// The second start-up step; must run inside a tokio runtime (with IO and
+    /// time enabled).
+    pub fn start(self) -> Result<(Init, mpsc::UnboundedReceiver<Event>), InitError> {
+        let fd = signals::open_signalfd().map_err(InitError::SignalFd)?;
+        let shared = Arc::new(Shared {
+            reaper: reaper::Reaper::new(),
+            origin: self.origin,
+            pid1: self.pid1,
+            subreaper: self.subreaper,
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(signals::run(Arc::clone(&shared), fd, tx));
+        Ok((Init { shared }, rx))
+    }
+}
+
+/// State shared by the signal task and every [`Init`] handle.
+pub(crate) struct Shared {
+    pub(crate) reaper: reaper::Reaper,
+    pub(crate) origin: sys::Origin,
+    pub(crate) pid1: bool,
+    pub(crate) subreaper: bool,
+}
+
+/// The handle the application uses: cheap to clone.
+#[derive(Clone)]
+pub struct Init {
+    shared: Arc<Shared>,
+}
+
+impl Init {
+    /// Whether this process is PID 1 (of its pid namespace).
+    pub fn is_pid1(&self) -> bool {
+        self.shared.pid1
+    }
+
+    /// Whether this process is a child subreaper (when not PID 1).
+    pub fn is_subreaper(&self) -> bool {
+        self.shared.subreaper
+    }
+
+    /// Pids of spawned children that have not been reaped yet.
+    pub fn running_children(&self) -> Vec<Pid> {
+        self.shared.reaper.running().into_iter().map(Pid).collect()
+    }
+
+    /// Orphans reaped so far (descendants that were not registered jobs).
+    pub fn orphans_reaped(&self) -> u64 {
+        self.shared.reaper.orphans_reaped()
+    }
+}

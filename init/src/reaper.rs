@@ -1,0 +1,165 @@
+//! The single reaper: the only code in the process that waits on children.
+//!
+//! It owns the registry of spawned children (pid → the channel that receives
+//! its exit status) and the "something was reaped" generation counter that
+//! group-death waits subscribe to.
+//!
+//! # Invariants
+//! - Nothing else calls `wait*` on our children: not tokio, not std's `Child`
+//!   (its handles are dropped unwaited). The one exception is std itself, which
+//!   reaps a child whose `exec` failed before `spawn` returns; that happens
+//!   inside the registry lock (see below), so it cannot race a sweep.
+//! - **Exit before registration is impossible by construction.** `spawn`
+//!   holds the registry lock from before `fork` until the pid is inserted, and
+//!   the reaper only calls `waitpid` while holding the same lock. A child that
+//!   exits at once is therefore reaped either after it was registered (and its
+//!   status is routed) or never by us in between. No buffer of unclaimed
+//!   statuses is needed, and no status is ever dropped for a registered pid.
+//! - A reaped pid that is not registered is an orphan (a descendant that was
+//!   re-parented to us as PID 1 or child subreaper): reaped and dropped.
+//! - SIGCHLD coalesces, so a sweep loops until `waitpid` reports no more
+//!   exited children; routing is decided by the pid `waitpid` returns, never
+//!   by the signal.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use rustix::process::{WaitOptions, WaitStatus};
+use tokio::sync::{oneshot, watch};
+
+use crate::signal::Signal;
+
+/// How a direct child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It called `exit` with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(Signal),
+}
+
+impl ExitStatus {
+    fn from_wait(status: WaitStatus) -> Option<ExitStatus> {
+        if let Some(code) = status.exit_status() {
+            return Some(ExitStatus::Exited(code));
+        }
+        status
+            .terminating_signal()
+            .and_then(Signal::from_raw)
+            .map(ExitStatus::Signaled)
+    }
+}
+
+/// The registry of children whose exit status someone is waiting for.
+pub(crate) type Registry = HashMap<i32, oneshot::Sender<ExitStatus>>;
+
+/// Shared reaper state (owned by [`crate::Init`]).
+pub(crate) struct Reaper {
+    registry: Mutex<Registry>,
+    generation: watch::Sender<u64>,
+    orphans: AtomicU64,
+}
+
+impl Reaper {
+    pub(crate) fn new() -> Reaper {
+        Reaper {
+            registry: Mutex::new(HashMap::new()),
+            generation: watch::Sender::new(0),
+            orphans: AtomicU64::new(0),
+        }
+    }
+
+    /// Locks the registry. A poisoned lock is taken over: the map stays
+    /// consistent because every critical section is a single insert/remove.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Subscribes to "at least one process was reaped" events.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Pids of registered children that have not been reaped yet.
+    pub(crate) fn running(&self) -> Vec<i32> {
+        self.lock().keys().copied().collect()
+    }
+
+    /// Number of orphans reaped so far.
+    pub(crate) fn orphans_reaped(&self) -> u64 {
+        self.orphans.load(Ordering::Relaxed)
+    }
+
+    /// Reaps every child that has exited, routing each status. Returns how
+    /// many were reaped.
+    pub(crate) fn sweep(&self) -> usize {
+        let mut reaped = 0;
+        loop {
+            // The lock is held across waitpid: see the module doc.
+            let mut registry = self.lock();
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, status))) => {
+                    reaped += 1;
+                    let pid = pid.as_raw_nonzero().get();
+                    match (registry.remove(&pid), ExitStatus::from_wait(status)) {
+                        (Some(tx), Some(status)) => {
+                            // The receiver may be gone (job dropped): fine.
+                            let _ = tx.send(status);
+                        }
+                        (Some(tx), None) => {
+                            // Not an exit (we never ask for stops): keep waiting.
+                            registry.insert(pid, tx);
+                        }
+                        (None, _) => {
+                            self.orphans.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(pid, "reaped orphan");
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) if e == rustix::io::Errno::INTR => continue,
+                Err(e) if e == rustix::io::Errno::CHILD => break,
+                Err(e) => {
+                    tracing::warn!(error = %io::Error::from(e), "waitpid failed");
+                    break;
+                }
+            }
+        }
+        if reaped > 0 {
+            self.generation.send_modify(|g| *g = g.wrapping_add(1));
+        }
+        reaped
+    }
+
+    /// Whether the process has any child at all (running or zombie), without
+    /// reaping anything.
+    pub(crate) fn has_children(&self) -> bool {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        !matches!(waitid(WaitId::All, opts), Err(e) if e == rustix::io::Errno::CHILD)
+    }
+}
+
+/// Resolves to the exit status of one spawned child.
+#[derive(Debug)]
+pub struct ExitWatch(pub(crate) oneshot::Receiver<ExitStatus>);
+
+/// The reaper stopped before the child's status arrived (only possible while
+/// the process is exiting).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the reaper stopped before the child's exit status arrived")]
+pub struct ReaperGone;
+
+impl std::future::Future for ExitWatch {
+    type Output = Result<ExitStatus, ReaperGone>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(|_| ReaperGone))
+    }
+}
