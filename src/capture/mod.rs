@@ -1,0 +1,47 @@
+//! Output capture (SPEC §5): the per-stream sliding window, the stream specs that read it,
+//! and the capture policy that picks which streams a terminal result carries.
+//!
+//! This module owns no shared state and does no I/O: the job that owns a stream owns its
+//! [`Window`] and pushes what its pipe yields; readers call [`Window::slice`] with a
+//! [`StreamSpec`] and get a [`Slice`], which is the wire form of SPEC §5.1.
+//!
+//! Invariants kept here, relied on by callers:
+//! - offsets (`offset`, `bytes`, `total_bytes`, `dropped_bytes`) always count raw bytes of the
+//!   stream, absolute from its first byte, whatever sanitising did to `data`;
+//! - `data` is always valid UTF-8 and therefore always valid JSON;
+//! - a slice never starts or (unless the stream itself ends there) ends inside a structurally
+//!   valid UTF-8 character, except for `unaligned` reads;
+//! - pagination is loss-free while the window still holds the bytes: the next read starts at
+//!   `offset + bytes`.
+//!
+//! Layout: [`window`] stores bytes, [`mod@slice`] turns a spec into a slice, [`spec`] parses the
+//! JSON forms, [`utf8`] holds the UTF-8 rules (sanitising, character boundaries).
+
+mod slice;
+mod spec;
+mod utf8;
+mod window;
+
+pub use spec::{CapturePolicy, StreamSpec};
+// `allow`, not `expect`: callers may reach this type only through `CapturePolicy::side`, in
+// which case the re-export is unused, and naming it must not then become an error either.
+#[allow(
+    unused_imports,
+    reason = "part of the module's API whether or not a caller names it"
+)]
+pub use spec::StreamPair;
+pub use window::Window;
+
+/// Deterministic pseudo-random bytes (xorshift64) so tests need no `rand` dependency.
+#[cfg(test)]
+fn xorshift_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}

@@ -1,0 +1,349 @@
+//! The job table: the one structure shared between requests.
+//!
+//! It owns every job that has not been delivered yet: its state, its two
+//! output windows, its capture policy and its stdin. Each job also has a
+//! runner task ([`runner`]) that owns the job's stdout/stderr pipes and its
+//! exit watch and writes what it reads into the table.
+//!
+//! # Invariants
+//! - The lock is a `std::sync::Mutex`, held only for short synchronous
+//!   sections (never across an `.await`); slices and results are built from
+//!   a job after it has been removed, or from copies, outside the lock.
+//! - A job becomes terminal only after its direct child was reaped **and**
+//!   the pipe data present at that moment was read (SPEC §5.3), so a terminal
+//!   job's windows already hold every byte the child wrote.
+//! - **Exactly-once delivery**: a terminal result is handed out only by
+//!   [`JobTable::claim`], which removes the job in the same critical section
+//!   that checks it is terminal. Whoever claims first gets it; every later
+//!   claim sees the job gone.
+//! - Every state change that a waiter may care about (terminal, removed) is
+//!   followed by [`Notify::notify_waiters`]; waiters enable their `Notified`
+//!   before checking the table, so no wake-up is lost.
+//! - Job ids (`job-N`) count from 1 per server process and are never reused.
+
+pub mod result;
+pub mod runner;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use init::{Pid, Signal};
+use tokio::net::unix::pipe;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::{CapturePolicy, Window};
+
+/// A job's id, shown as `job-N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+impl JobId {
+    /// Parses `job-N`.
+    pub fn parse(s: &str) -> Option<JobId> {
+        let n = s.strip_prefix("job-")?;
+        if n.starts_with('+') || n.starts_with('0') {
+            return None;
+        }
+        n.parse().ok().map(JobId)
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job-{}", self.0)
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobState {
+    /// The direct child has not been reaped (or its last output not read yet).
+    Running {
+        /// Its pid (= its process group id).
+        pid: Pid,
+    },
+    /// The direct child exited with this code.
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// A signal killed the direct child.
+    Signaled {
+        /// The signal.
+        signal: Signal,
+    },
+    /// The job never started.
+    FailedToStart {
+        /// Why (`chdir /x: no such file or directory`).
+        error: String,
+    },
+}
+
+impl JobState {
+    /// Whether the job is over.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, JobState::Running { .. })
+    }
+
+    /// The wire name: `running`, `success` or `error`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobState::Running { .. } => "running",
+            JobState::Exited { code: 0 } => "success",
+            _ => "error",
+        }
+    }
+
+    /// Whether the terminal state counts as success (for capture policies).
+    pub fn is_success(&self) -> bool {
+        matches!(self, JobState::Exited { code: 0 })
+    }
+}
+
+/// Which output stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// stdout
+    Stdout,
+    /// stderr
+    Stderr,
+}
+
+/// A job's stdin: `None` once closed.
+pub type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
+
+/// One job.
+#[derive(Debug)]
+pub struct Job {
+    /// Its id.
+    pub id: JobId,
+    /// Its process group (its pid); `None` if it never started.
+    pub pgid: Option<Pid>,
+    /// Its state.
+    pub state: JobState,
+    /// stdout window.
+    pub stdout: Window,
+    /// stderr window.
+    pub stderr: Window,
+    /// What to deliver when it ends.
+    pub capture: CapturePolicy,
+    /// Its stdin (shared with `input` calls, which write outside the lock).
+    pub stdin: StdinSlot,
+    /// Cancelled when the job leaves the table: stops its runner.
+    pub removed: CancellationToken,
+}
+
+/// The outcome of a claim.
+#[derive(Debug)]
+pub enum Claim {
+    /// The job was terminal and is now ours (removed from the table).
+    Delivered(Box<Job>),
+    /// The job exists and is still running.
+    Running,
+    /// No such job (never existed, or already delivered).
+    Unknown,
+}
+
+struct Inner {
+    next: u64,
+    jobs: BTreeMap<JobId, Job>,
+}
+
+/// The job table.
+pub struct JobTable {
+    inner: Mutex<Inner>,
+    changed: Notify,
+    max_output: usize,
+}
+
+impl JobTable {
+    /// An empty table whose windows keep `max_output` bytes per stream.
+    pub fn new(max_output: usize) -> JobTable {
+        JobTable {
+            inner: Mutex::new(Inner {
+                next: 1,
+                jobs: BTreeMap::new(),
+            }),
+            changed: Notify::new(),
+            max_output,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section leaves the map consistent, so a poisoned
+        // lock (impossible with panic=abort, possible in tests) is reusable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh, never reused id.
+    pub fn next_id(&self) -> JobId {
+        let mut inner = self.lock();
+        let id = JobId(inner.next);
+        inner.next += 1;
+        id
+    }
+
+    /// A new window sized by the configuration.
+    pub fn window(&self) -> Window {
+        Window::new(self.max_output)
+    }
+
+    /// Adds a running job.
+    pub fn insert(&self, job: Job) {
+        self.lock().jobs.insert(job.id, job);
+        self.changed.notify_waiters();
+    }
+
+    /// A future that completes on the next table change. Call
+    /// `enable()` on it (pinned) *before* checking the table.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Runs `f` on the job, if it exists.
+    pub fn with<R>(&self, id: JobId, f: impl FnOnce(&Job) -> R) -> Option<R> {
+        self.lock().jobs.get(&id).map(f)
+    }
+
+    /// Appends output; returns `false` when the job is gone (stop reading).
+    pub fn push_output(&self, id: JobId, stream: Stream, bytes: &[u8]) -> bool {
+        let mut inner = self.lock();
+        let Some(job) = inner.jobs.get_mut(&id) else {
+            return false;
+        };
+        match stream {
+            Stream::Stdout => job.stdout.push(bytes),
+            Stream::Stderr => job.stderr.push(bytes),
+        }
+        true
+    }
+
+    /// Records the terminal state and wakes waiters.
+    pub fn set_terminal(&self, id: JobId, state: JobState) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.state = state;
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Takes the job out if it is terminal (the only way results leave).
+    pub fn claim(&self, id: JobId) -> Claim {
+        let claim = {
+            let mut inner = self.lock();
+            match inner.jobs.get(&id) {
+                None => Claim::Unknown,
+                Some(job) if !job.state.is_terminal() => Claim::Running,
+                Some(_) => match inner.jobs.remove(&id) {
+                    Some(job) => Claim::Delivered(Box::new(job)),
+                    None => Claim::Unknown,
+                },
+            }
+        };
+        if let Claim::Delivered(job) = &claim {
+            job.removed.cancel();
+            self.changed.notify_waiters();
+        }
+        claim
+    }
+
+    /// Claims every terminal job among `ids` in one critical section, so a
+    /// `wait` either sees all its jobs or fails as a whole.
+    ///
+    /// Returns `Err(id)` for the first id that does not exist (nothing is
+    /// claimed then). Otherwise one entry per id, in order: the delivered job
+    /// for the first occurrence of a terminal id, `Repeat` for later
+    /// occurrences of it, `Running` for the rest.
+    pub fn claim_terminal_among(&self, ids: &[JobId]) -> Result<Vec<WaitEntry>, JobId> {
+        let mut out = Vec::with_capacity(ids.len());
+        {
+            let mut inner = self.lock();
+            if let Some(&missing) = ids.iter().find(|id| !inner.jobs.contains_key(id)) {
+                return Err(missing);
+            }
+            if !ids
+                .iter()
+                .any(|id| inner.jobs.get(id).is_some_and(|j| j.state.is_terminal()))
+            {
+                return Ok(ids.iter().map(|&id| WaitEntry::Running(id)).collect());
+            }
+            for &id in ids {
+                match inner.jobs.get(&id) {
+                    Some(job) if job.state.is_terminal() => match inner.jobs.remove(&id) {
+                        Some(job) => out.push(WaitEntry::Delivered(Box::new(job))),
+                        None => out.push(WaitEntry::Running(id)),
+                    },
+                    Some(_) => out.push(WaitEntry::Running(id)),
+                    None => {
+                        // Removed by an earlier occurrence in this same call.
+                        let state = out.iter().find_map(|e| match e {
+                            WaitEntry::Delivered(j) if j.id == id => Some(j.state.clone()),
+                            _ => None,
+                        });
+                        match state {
+                            Some(state) => out.push(WaitEntry::Repeat(id, state)),
+                            None => out.push(WaitEntry::Running(id)),
+                        }
+                    }
+                }
+            }
+        }
+        for e in &out {
+            if let WaitEntry::Delivered(job) = e {
+                job.removed.cancel();
+            }
+        }
+        self.changed.notify_waiters();
+        Ok(out)
+    }
+
+    /// Every job, oldest first, with its wire state.
+    pub fn list(&self) -> Vec<(JobId, &'static str)> {
+        self.lock()
+            .jobs
+            .values()
+            .map(|j| (j.id, j.state.name()))
+            .collect()
+    }
+
+    /// The process groups of every job in the table (for shutdown).
+    pub fn pgids(&self) -> Vec<Pid> {
+        self.lock().jobs.values().filter_map(|j| j.pgid).collect()
+    }
+
+    /// Removes a job whatever its state (teardown of a cancelled execute).
+    pub fn remove(&self, id: JobId) -> Option<Job> {
+        let job = self.lock().jobs.remove(&id);
+        if let Some(job) = &job {
+            job.removed.cancel();
+        }
+        self.changed.notify_waiters();
+        job
+    }
+}
+
+/// One entry of a `wait` answer.
+#[derive(Debug)]
+pub enum WaitEntry {
+    /// Terminal and delivered here.
+    Delivered(Box<Job>),
+    /// A later duplicate of an id delivered earlier in the same answer.
+    Repeat(JobId, JobState),
+    /// Still running.
+    Running(JobId),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_parse_only_in_their_canonical_form() {
+        assert_eq!(JobId::parse("job-7"), Some(JobId(7)));
+        assert_eq!(JobId(7).to_string(), "job-7");
+        for bad in ["job-07", "job-+7", "job-", "7", "JOB-7", "job-x", "job-0"] {
+            assert_eq!(JobId::parse(bad), None, "{bad}");
+        }
+    }
+}

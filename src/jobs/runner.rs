@@ -1,0 +1,158 @@
+//! The per-job runner task: owns the job's stdout/stderr pipes and its exit
+//! watch, and moves bytes into the table.
+//!
+//! When the reaper reports the direct child's exit, the runner reads exactly
+//! the bytes that are in the pipes at that moment (`FIONREAD`) and only then
+//! marks the job terminal. Everything the child wrote before it exited is in
+//! the pipe by then (a pipe write completes before `write` returns), so the
+//! result is complete without any settle delay, even when a backgrounded
+//! descendant keeps the pipe open and keeps writing (SPEC §5.3). After that
+//! the runner keeps capturing until EOF or until the job leaves the table.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use init::{ExitStatus, ExitWatch};
+use tokio::net::unix::pipe;
+use tokio_util::sync::CancellationToken;
+
+use super::{JobId, JobState, JobTable, Stream};
+
+/// Read size. One buffer per runtime thread, not per job: reads are
+/// synchronous (`try_read` between awaits), so a thread-local is never
+/// borrowed across a suspension point.
+const CHUNK: usize = 64 * 1024;
+
+/// Upper bound on reads per wake-up, so one chatty job cannot starve others
+/// on the same worker thread.
+const READS_PER_WAKE: usize = 16;
+
+thread_local! {
+    static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; CHUNK]);
+}
+
+/// The pipes and exit watch a runner owns.
+pub struct Io {
+    /// Read end of stdout.
+    pub stdout: pipe::Receiver,
+    /// Read end of stderr.
+    pub stderr: pipe::Receiver,
+    /// The direct child's exit.
+    pub exit: ExitWatch,
+}
+
+enum Read {
+    Open,
+    Eof,
+    Gone,
+}
+
+/// Reads what is available now (up to `READS_PER_WAKE` chunks).
+fn read_ready(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receiver) -> Read {
+    BUF.with_borrow_mut(|buf| {
+        for _ in 0..READS_PER_WAKE {
+            match rx.try_read(buf) {
+                Ok(0) => return Read::Eof,
+                Ok(n) => {
+                    if !table.push_output(id, stream, &buf[..n]) {
+                        return Read::Gone;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Read::Open,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::warn!(job = %id, error = %e, "reading job output");
+                    return Read::Eof;
+                }
+            }
+        }
+        Read::Open
+    })
+}
+
+/// Reads the bytes that are in the pipe right now, bypassing tokio's
+/// readiness cache (which may not have seen them yet).
+fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receiver) {
+    let Ok(mut left) = rustix::io::ioctl_fionread(rx.as_fd()) else {
+        return;
+    };
+    BUF.with_borrow_mut(|buf| {
+        while left > 0 {
+            let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            match rustix::io::read(rx.as_fd(), &mut buf[..want]) {
+                Ok(0) => return,
+                Ok(n) => {
+                    left = left.saturating_sub(n as u64);
+                    if !table.push_output(id, stream, &buf[..n]) {
+                        return;
+                    }
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Runs until both pipes hit EOF after the child exited, or the job is
+/// removed from the table.
+pub async fn run(table: Arc<JobTable>, id: JobId, io: Io, removed: CancellationToken) {
+    let Io {
+        stdout,
+        stderr,
+        mut exit,
+    } = io;
+    let mut out = Some(stdout);
+    let mut err = Some(stderr);
+    let mut exited = false;
+    loop {
+        tokio::select! {
+            () = removed.cancelled() => return,
+            status = &mut exit, if !exited => {
+                exited = true;
+                for (stream, rx) in [(Stream::Stdout, &out), (Stream::Stderr, &err)] {
+                    if let Some(rx) = rx {
+                        drain_present(&table, id, stream, rx);
+                    }
+                }
+                let state = match status {
+                    Ok(ExitStatus::Exited(code)) => JobState::Exited { code },
+                    Ok(ExitStatus::Signaled(signal)) => JobState::Signaled { signal },
+                    Err(e) => {
+                        tracing::error!(job = %id, error = %e, "exit status lost");
+                        JobState::Exited { code: -1 }
+                    }
+                };
+                table.set_terminal(id, state);
+            }
+            ready = readable(out.as_ref()), if out.is_some() => {
+                if ready.is_err() { out = None; continue; }
+                match out.as_ref().map(|rx| read_ready(&table, id, Stream::Stdout, rx)) {
+                    Some(Read::Open) => {}
+                    Some(Read::Gone) => return,
+                    Some(Read::Eof) | None => out = None,
+                }
+            }
+            ready = readable(err.as_ref()), if err.is_some() => {
+                if ready.is_err() { err = None; continue; }
+                match err.as_ref().map(|rx| read_ready(&table, id, Stream::Stderr, rx)) {
+                    Some(Read::Open) => {}
+                    Some(Read::Gone) => return,
+                    Some(Read::Eof) | None => err = None,
+                }
+            }
+        }
+        if exited && out.is_none() && err.is_none() {
+            return;
+        }
+    }
+}
+
+async fn readable(rx: Option<&pipe::Receiver>) -> io::Result<()> {
+    match rx {
+        Some(rx) => rx.readable().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,44 @@
+//! Logging to stderr (and optionally journald), never blocking the server.
+//!
+//! stderr goes through `tracing_appender::non_blocking` in lossy mode: a
+//! worker thread writes, and when its bounded queue is full (nobody drains
+//! our stderr) lines are dropped instead of stalling PID 1. Nothing but
+//! protocol messages ever goes to stdout.
+
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::config::Config;
+
+/// Installs the subscriber; keep the guard alive until exit (it flushes).
+pub fn init(config: &Config) -> WorkerGuard {
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(4096)
+        .finish(std::io::stderr());
+    let filter = EnvFilter::try_new(&config.log).unwrap_or_else(|e| {
+        eprintln!(
+            "mcp-exec: MCP_EXEC_LOG={:?} is invalid ({e}); using \"info\"",
+            config.log
+        );
+        EnvFilter::new("info")
+    });
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_target(false);
+    let journald =
+        if config.log_journald && std::path::Path::new("/run/systemd/journal/socket").exists() {
+            tracing_journald::layer().ok()
+        } else {
+            None
+        };
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(journald)
+        .try_init();
+    guard
+}

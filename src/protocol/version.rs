@@ -1,0 +1,78 @@
+//! Protocol-revision negotiation and what each revision adds.
+//!
+//! The client names a revision in `initialize`; if we support it we answer
+//! with it, otherwise with our latest (never an error, as the MCP spec asks).
+
+/// Revisions we speak, oldest first.
+pub const SUPPORTED: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Our latest revision.
+pub const LATEST: &str = "2025-11-25";
+
+/// A negotiated protocol revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Revision {
+    /// 2024-11-05: the reference implementation's shapes, nothing more.
+    V2024_11_05,
+    /// 2025-03-26: tool annotations, JSON-RPC batches.
+    V2025_03_26,
+    /// 2025-06-18: titles, output schemas, `structuredContent`.
+    V2025_06_18,
+    /// 2025-11-25.
+    V2025_11_25,
+}
+
+impl Revision {
+    /// Picks the revision for a client's requested version.
+    pub fn negotiate(requested: Option<&str>) -> Revision {
+        let known = requested
+            .filter(|r| SUPPORTED.contains(r))
+            .unwrap_or(LATEST);
+        match known {
+            "2024-11-05" => Revision::V2024_11_05,
+            "2025-03-26" => Revision::V2025_03_26,
+            "2025-06-18" => Revision::V2025_06_18,
+            _ => Revision::V2025_11_25,
+        }
+    }
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Revision::V2024_11_05 => "2024-11-05",
+            Revision::V2025_03_26 => "2025-03-26",
+            Revision::V2025_06_18 => "2025-06-18",
+            Revision::V2025_11_25 => "2025-11-25",
+        }
+    }
+
+    /// Whether tools carry `annotations`.
+    pub fn has_annotations(self) -> bool {
+        self >= Revision::V2025_03_26
+    }
+
+    /// Whether tools carry `title` and `outputSchema`, and results
+    /// `structuredContent`.
+    pub fn has_structured_output(self) -> bool {
+        self >= Revision::V2025_06_18
+    }
+
+    /// Whether a JSON-RPC batch (array) is accepted.
+    pub fn accepts_batches(self) -> bool {
+        self == Revision::V2025_03_26
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_supported_version_is_echoed_and_anything_else_gets_the_latest() {
+        for v in SUPPORTED {
+            assert_eq!(Revision::negotiate(Some(v)).as_str(), v);
+        }
+        assert_eq!(Revision::negotiate(Some("1999-01-01")).as_str(), LATEST);
+        assert_eq!(Revision::negotiate(None).as_str(), LATEST);
+    }
+}

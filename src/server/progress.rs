@@ -1,0 +1,63 @@
+//! Progress notifications for long blocking calls (SPEC §3).
+//!
+//! When a `tools/call` carries `_meta.progressToken`, the call runs beside a
+//! ticker that sends `notifications/progress {progressToken, progress,
+//! message}` every interval (the first after one interval), with `progress`
+//! counting 1, 2, 3… The tool sets the message for the phase it is in; no
+//! message set means the call is not blocking yet, and no tick is sent. The
+//! ticker stops when the call completes, before its response is queued, so
+//! no progress follows the response.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::protocol;
+
+/// The tool's side: which phase message the next tick carries.
+#[derive(Clone, Default)]
+pub struct Progress(Arc<Mutex<Option<&'static str>>>);
+
+impl Progress {
+    /// Sets the message for the current phase.
+    pub fn phase(&self, message: &'static str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    }
+
+    fn current(&self) -> Option<&'static str> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Runs `call`, sending progress for `token` every `every` while it runs.
+pub async fn with_ticker<T>(
+    call: impl Future<Output = T>,
+    progress: &Progress,
+    token: Value,
+    every: Duration,
+    out: &mpsc::Sender<String>,
+) -> T {
+    tokio::pin!(call);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n: u64 = 0;
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut call => return result,
+            _ = ticks.tick() => {
+                if let Some(message) = progress.current() {
+                    n += 1;
+                    let line = protocol::notification_line(
+                        "notifications/progress",
+                        &json!({"progressToken": token, "progress": n, "message": message}),
+                    );
+                    let _ = out.send(line).await;
+                }
+            }
+        }
+    }
+}

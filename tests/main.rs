@@ -1,0 +1,1 @@
+//! Integration tests of the mcp-exec binary (being written).
