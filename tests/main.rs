@@ -1,1 +1,26 @@
-//! Integration tests of the mcp-exec binary (being written).
+//! Integration tests of the mcp-exec binary: a raw-JSON client over real
+//! pipes drives the built binary, as a plain process, as a real PID 1, and
+//! in the two container images.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly by panicking")]
+#![allow(missing_docs, reason = "test functions are documented by their names")]
+
+/// Client harness and targets.
+mod support;
+
+/// A smoke test per target that the harness itself works.
+mod harness;
+
+/// JSON-RPC framing, initialize/version negotiation, error codes, bad input.
+mod protocol;
+
+/// Each tool's result shape, defaults, argument errors; stdin and input.
+mod tools;
+
+/// Stream specs and capture policies end to end: windows, tail, from/length, UTF-8, binary.
+mod capture;
+
+/// Kill, cancellation, progress, shutdown, exactly-once races, concurrency, orphans.
+mod lifecycle;
+
+/// Container-level behaviour: podman stop/kill, zombies, closed stdin.
+mod containers;

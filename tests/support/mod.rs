@@ -1,0 +1,448 @@
+//! Test support: a raw-JSON MCP client over real pipes, and the four targets
+//! the same tests run against.
+//!
+//! - [`Target::Bare`]: the debug binary as a plain child process (it makes
+//!   itself a child subreaper);
+//! - [`Target::Pid1`]: the same binary as a real PID 1 under
+//!   `unshare --pid --fork --mount-proc` (root);
+//! - [`Target::Scratch`] / [`Target::Tini`]: `podman run -i --rm` of the
+//!   `localhost/mcp-exec:scratch` / `:tini` images (built by
+//!   `images/build-offline.sh`, which `scripts/test.sh` runs first).
+//!
+//! A target that cannot run here (not root, no podman, image missing) makes
+//! the test fail when `CI` is set, and skip with a printed reason otherwise.
+//!
+//! Every read has a timeout: a test never hangs on a silent server.
+
+#![allow(dead_code, reason = "each test module uses a different subset")]
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Default time allowed for one response.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Where the server under test runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Plain child process (subreaper).
+    Bare,
+    /// Real PID 1 under `unshare --pid --fork --mount-proc`.
+    Pid1,
+    /// `podman run -i --rm localhost/mcp-exec:scratch` (PID 1 in a container).
+    Scratch,
+    /// `podman run -i --rm localhost/mcp-exec:tini` (tini is PID 1).
+    Tini,
+}
+
+/// The debug binary under test.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_mcp-exec")
+}
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// Fails (in CI) or reports a skip (elsewhere). Returns `false` to skip.
+pub fn require(ok: Result<(), String>, what: &str) -> bool {
+    match ok {
+        Ok(()) => true,
+        Err(why) if in_ci() => panic!("{what} is required in CI but unavailable: {why}"),
+        Err(why) => {
+            eprintln!("SKIPPED ({what} unavailable: {why})");
+            false
+        }
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+fn command_works(cmd: &str, args: &[&str]) -> Result<(), String> {
+    match Command::new(cmd).args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("`{cmd} {}` exited with {s}", args.join(" "))),
+        Err(e) => Err(format!("`{cmd}`: {e}")),
+    }
+}
+
+impl Target {
+    /// All four, in parity order.
+    pub const ALL: [Target; 4] = [Target::Bare, Target::Pid1, Target::Scratch, Target::Tini];
+
+    /// Whether the target can run here (see the module doc).
+    pub fn available(self) -> bool {
+        let check = match self {
+            Target::Bare => Ok(()),
+            Target::Pid1 => {
+                if is_root() {
+                    command_works("unshare", &["--pid", "--fork", "--mount-proc", "true"])
+                } else {
+                    Err("not root".into())
+                }
+            }
+            Target::Scratch | Target::Tini => {
+                command_works("podman", &["image", "exists", self.image().unwrap_or_default()])
+            }
+        };
+        require(check, &format!("target {self:?}"))
+    }
+
+    /// The image of a container target.
+    pub fn image(self) -> Option<&'static str> {
+        match self {
+            Target::Scratch => Some("localhost/mcp-exec:scratch"),
+            Target::Tini => Some("localhost/mcp-exec:tini"),
+            _ => None,
+        }
+    }
+
+    /// Whether mcp-exec is PID 1 in this target.
+    pub fn server_is_pid1(self) -> bool {
+        matches!(self, Target::Pid1 | Target::Scratch)
+    }
+
+    /// Whether the target is a container (tests must act from inside).
+    pub fn is_container(self) -> bool {
+        self.image().is_some()
+    }
+
+    fn command(self, env: &[(&str, &str)], name: &str) -> Command {
+        match self {
+            Target::Bare => {
+                let mut c = Command::new(binary());
+                c.envs(env.iter().copied());
+                c
+            }
+            Target::Pid1 => {
+                let mut c = Command::new("unshare");
+                c.args(["--pid", "--fork", "--mount-proc", binary()]).envs(env.iter().copied());
+                c
+            }
+            Target::Scratch | Target::Tini => {
+                let mut c = Command::new("podman");
+                c.args(["run", "-i", "--rm", "--name", name, "--log-driver", "none"]);
+                for (k, v) in env {
+                    c.arg("-e").arg(format!("{k}={v}"));
+                }
+                c.arg(self.image().unwrap_or_default());
+                c
+            }
+        }
+    }
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A running server with a line-oriented JSON client.
+pub struct Server {
+    /// The target it runs on.
+    pub target: Target,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    /// Messages read but not yet consumed (out-of-order responses,
+    /// notifications).
+    pending: VecDeque<Value>,
+    /// Everything the server wrote to stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+    next_id: i64,
+    container: Option<String>,
+}
+
+impl Server {
+    /// Starts the server on `target` with extra environment.
+    pub fn start_with_env(target: Target, env: &[(&str, &str)]) -> Server {
+        let name = format!("mcp-exec-test-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let mut child = target
+            .command(env, &name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {target:?}: {e}"));
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Server {
+            target,
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            pending: VecDeque::new(),
+            stderr: log,
+            next_id: 0,
+            container: target.is_container().then_some(name),
+        }
+    }
+
+    /// Starts the server on `target` with the default environment.
+    pub fn start(target: Target) -> Server {
+        Server::start_with_env(target, &[])
+    }
+
+    /// Starts and initializes (protocol 2024-11-05).
+    pub fn started(target: Target) -> Server {
+        let mut s = Server::start(target);
+        s.initialize("2024-11-05");
+        s
+    }
+
+    /// Starts with env and initializes (protocol 2024-11-05).
+    pub fn started_with_env(target: Target, env: &[(&str, &str)]) -> Server {
+        let mut s = Server::start_with_env(target, env);
+        s.initialize("2024-11-05");
+        s
+    }
+
+    /// `initialize` + `notifications/initialized`; returns the result.
+    pub fn initialize(&mut self, version: &str) -> Value {
+        let r = self.request(
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "tests", "version": "0"}}),
+        );
+        self.notify("notifications/initialized", json!({}));
+        r["result"].clone()
+    }
+
+    /// Writes one raw line (a `\n` is appended).
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).expect("write");
+        stdin.write_all(b"\n").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Writes raw bytes as they are.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a JSON value as one line.
+    pub fn send(&mut self, v: &Value) {
+        self.send_raw(&v.to_string());
+    }
+
+    /// A fresh integer id.
+    pub fn fresh_id(&mut self) -> Value {
+        self.next_id += 1;
+        json!(self.next_id)
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.fresh_id();
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request and waits for its response (the whole message).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.response(&id, TIMEOUT)
+    }
+
+    /// The next message from the server, or `None` after `timeout`.
+    pub fn next_message(&mut self, timeout: Duration) -> Option<Value> {
+        if let Some(v) = self.pending.pop_front() {
+            return Some(v);
+        }
+        self.read_line(timeout)
+    }
+
+    fn read_line(&mut self, timeout: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(timeout).ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("server wrote a non-JSON line {line:?}: {e}")))
+    }
+
+    /// Waits for the response with `id` (other messages are kept for later).
+    pub fn response(&mut self, id: &Value, timeout: Duration) -> Value {
+        if let Some(i) = self.pending.iter().position(|m| is_response_to(m, id)) {
+            return self.pending.remove(i).expect("present");
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(msg) = self.read_line(left) else {
+                panic!(
+                    "no response to id {id} within {timeout:?} from {:?}; pending: {:?}; stderr:\n{}",
+                    self.target,
+                    self.pending,
+                    self.stderr.lock().unwrap()
+                );
+            };
+            if is_response_to(&msg, id) {
+                return msg;
+            }
+            self.pending.push_back(msg);
+        }
+    }
+
+    /// Notifications received so far (drained from the pending queue), plus
+    /// any that arrive within `wait`.
+    pub fn notifications(&mut self, wait: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + wait;
+        while let Some(m) = self.read_line(deadline.saturating_duration_since(Instant::now())) {
+            self.pending.push_back(m);
+        }
+        let (notes, rest): (Vec<Value>, Vec<Value>) =
+            self.pending.drain(..).partition(|m| m.get("id").is_none() && m.get("method").is_some());
+        self.pending = rest.into();
+        notes
+    }
+
+    /// Sends `tools/call` without waiting; returns the id.
+    pub fn send_call(&mut self, tool: &str, args: Value) -> Value {
+        self.send_request("tools/call", json!({"name": tool, "arguments": args}))
+    }
+
+    /// Calls a tool and returns the whole `result` object
+    /// (`{content, isError}`); panics on a JSON-RPC error.
+    pub fn call_result(&mut self, tool: &str, args: Value) -> Value {
+        let id = self.send_call(tool, args);
+        let r = self.response(&id, TIMEOUT);
+        assert!(r.get("error").is_none(), "tools/call {tool} failed: {r}");
+        r["result"].clone()
+    }
+
+    /// Calls a tool that must succeed and returns its parsed JSON payload.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        let result = self.call_result(tool, args.clone());
+        assert_eq!(result["isError"], json!(false), "{tool} {args} failed: {result}");
+        tool_json(&result)
+    }
+
+    /// Calls a tool that must fail (`isError`) and returns its message.
+    pub fn call_err(&mut self, tool: &str, args: Value) -> String {
+        let result = self.call_result(tool, args.clone());
+        assert_eq!(result["isError"], json!(true), "{tool} {args} should fail: {result}");
+        result["content"][0]["text"].as_str().expect("text").to_owned()
+    }
+
+    /// Runs a blocking `execute` of `command` and returns its result.
+    pub fn exec(&mut self, command: &str) -> Value {
+        self.call("execute", json!({"command": command}))
+    }
+
+    /// Starts a `nowait` job and returns its id.
+    pub fn spawn_job(&mut self, command: &str) -> String {
+        let r = self.call("execute", json!({"command": command, "nowait": true}));
+        r["job_id"].as_str().expect("job_id").to_owned()
+    }
+
+    /// Closes the server's stdin (EOF → graceful shutdown).
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for the server process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The host pid of the client-side process (binary, unshare or podman).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// For containers: the container name.
+    pub fn container(&self) -> Option<&str> {
+        self.container.as_deref()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(name) = &self.container {
+            let _ = Command::new("podman")
+                .args(["rm", "-f", "-t", "0", name])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_response_to(m: &Value, id: &Value) -> bool {
+    m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some())
+}
+
+/// Parses the JSON text block of a tool result.
+pub fn tool_json(result: &Value) -> Value {
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text block in {result}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("text block is not JSON ({e}): {text}"))
+}
+
+/// Polls `cond` every few ms until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Declares one `#[test]` per target for each listed test function
+/// `fn name(t: Target)`, in modules `bare`, `pid1`, `scratch`, `tini`.
+#[macro_export]
+macro_rules! parity {
+    ($($name:ident),* $(,)?) => {
+        mod bare { use super::*; $( #[test] fn $name() { if $crate::support::Target::Bare.available() { super::$name($crate::support::Target::Bare) } } )* }
+        mod pid1 { use super::*; $( #[test] fn $name() { if $crate::support::Target::Pid1.available() { super::$name($crate::support::Target::Pid1) } } )* }
+        mod scratch { use super::*; $( #[test] fn $name() { if $crate::support::Target::Scratch.available() { super::$name($crate::support::Target::Scratch) } } )* }
+        mod tini { use super::*; $( #[test] fn $name() { if $crate::support::Target::Tini.available() { super::$name($crate::support::Target::Tini) } } )* }
+    };
+}
