@@ -103,9 +103,10 @@ pub(crate) fn cloexec_inherited_fds() -> io::Result<()> {
 
 /// Installs the hook that restores the start-up signal state in the child.
 ///
-/// std's `Command` empties the child's signal mask and resets SIGPIPE before
-/// running this hook; the hook then puts back the mask and the ignored set the
-/// server itself started with (SPEC §2.3). Dispositions of the signals the
+/// The forked child inherits the server's mask, which blocks every signal the
+/// init layer reads from its signalfd; std's `Command` only resets SIGPIPE to
+/// its default. The hook sets the whole mask back to the one the server
+/// started with and re-ignores what was ignored then (SPEC §2.3). Dispositions of the signals the
 /// server handles need no reset: the server never installs handlers (it
 /// blocks them and reads a signalfd), and exec resets handlers anyway.
 pub(crate) fn restore_signals_in_child(cmd: &mut Command, origin: Origin) {
