@@ -3,7 +3,7 @@
 //!
 //! This module owns no shared state and does no I/O: the job that owns a stream owns its
 //! [`Window`] and pushes what its pipe yields; readers call [`Window::slice`] with a
-//! [`StreamSpec`] and get a [`Slice`], which is the wire form of SPEC §5.1.
+//! [`StreamSpec`] and get a [`slice::Slice`], which is the wire form of SPEC §5.1.
 //!
 //! Invariants kept here, relied on by callers:
 //! - offsets (`offset`, `bytes`, `total_bytes`, `dropped_bytes`) always count raw bytes of the

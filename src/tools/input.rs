@@ -54,6 +54,10 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
         };
         if let Err(e) = written {
             *guard = None;
+            // EPIPE from a job that has exited meanwhile: say that, not the errno.
+            if jobs.with(id, |j| j.state.is_terminal()).unwrap_or(true) {
+                return Err(Fail::Message(not_running(id)));
+            }
             return Err(Fail::Message(write_error_text(&e)));
         }
     }
