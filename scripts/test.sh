@@ -4,7 +4,8 @@
 #      (images/build-offline.sh; needs podman — in CI a missing podman fails),
 #   2. runs every Rust test: unit tests, the init crate's process tests
 #      (real PID 1 via unshare), and the integration suite on four targets
-#      (bare binary, PID 1 under unshare, the scratch image, the tini image).
+#      (bare binary, PID 1 under unshare, the scratch image, the tini image),
+#   3. runs the interop suite against real MCP clients (interop/run.sh).
 # Tests needing root/unshare/podman fail when CI is set and skip (with a
 # printed reason) elsewhere.
 set -euo pipefail
@@ -20,3 +21,6 @@ else
 fi
 
 cargo test --workspace --locked
+
+# Real MCP clients: Python SDK, TypeScript SDK, MCP Inspector CLI (pinned).
+bash interop/run.sh </dev/null

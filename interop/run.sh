@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Interop tests: mcp-exec driven by real MCP clients.
+#   python/  the official Python SDK (PyPI `mcp`, pinned in requirements.txt), pytest
+#   node/    the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
+#   node/    the MCP Inspector CLI (@modelcontextprotocol/inspector), smoke test
+# Pinned packages go into interop/.venv and interop/node/node_modules (both
+# git-ignored); each is reinstalled only when its pin file changes.
+# Needs python3 (with venv), node and npm, and the PyPI/npm registries for the
+# first install. When CI is set, a client that cannot be installed is a failure;
+# elsewhere it is skipped with the reason printed. Exits non-zero if anything failed.
+# MCP_EXEC_BIN overrides the binary under test (default: `cargo build` output).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+failed=()
+skipped=()
+skip_or_fail() { # <client> <reason>
+    if [[ -n "${CI:-}" ]]; then
+        echo "interop: $1: $2 (a failure in CI)" >&2
+        failed+=("$1 (not installed)")
+    else
+        echo "interop: $1: $2: skipped" >&2
+        skipped+=("$1")
+    fi
+}
+
+# A stamp holding the pin file's hash makes the installs idempotent and quick.
+stamp_matches() { [[ -f "$2" ]] && [[ "$(sha256sum <"$1")" == "$(cat "$2")" ]]; }
+
+if [[ -z "${MCP_EXEC_BIN:-}" ]]; then
+    (cd .. && cargo build --locked --quiet </dev/null)
+    MCP_EXEC_BIN=$(cd .. && pwd)/target/debug/mcp-exec
+fi
+export MCP_EXEC_BIN
+echo "interop: server under test: $MCP_EXEC_BIN"
+
+install_python() {
+    command -v python3 >/dev/null 2>&1 || { echo "python3 not found"; return 1; }
+    if stamp_matches requirements.txt .venv/.requirements.sha256; then return 0; fi
+    rm -rf .venv
+    python3 -m venv .venv || { echo "python3 -m venv failed (Debian: apt-get install python3-venv)"; return 1; }
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
+        -r requirements.txt </dev/null || { echo "pip install -r requirements.txt failed"; return 1; }
+    sha256sum <requirements.txt >.venv/.requirements.sha256
+}
+
+install_node() {
+    command -v node >/dev/null 2>&1 || { echo "node not found"; return 1; }
+    command -v npm >/dev/null 2>&1 || { echo "npm not found"; return 1; }
+    if stamp_matches node/package-lock.json node/node_modules/.interop-lock.sha256; then return 0; fi
+    # --ignore-scripts: nothing here needs an install script (the inspector's
+    # postinstall is a no-op outside its own source tree).
+    (cd node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error </dev/null) \
+        || { echo "npm ci failed"; return 1; }
+    sha256sum <node/package-lock.json >node/node_modules/.interop-lock.sha256
+}
+
+run() { # <name> <command…>: runs a suite, records a failure, never aborts the script
+    echo "interop: == $1 =="
+    local status=0
+    "${@:2}" </dev/null || status=$?
+    if ((status != 0)); then
+        echo "interop: $1 FAILED (exit $status)" >&2
+        failed+=("$1")
+    fi
+}
+
+if reason=$(install_python 2>&1); then
+    run "python sdk (mcp $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))'))" \
+        bash -c 'cd python && exec timeout 600 ../.venv/bin/python -m pytest -q'
+else
+    skip_or_fail "python sdk" "$reason"
+fi
+
+if reason=$(install_node 2>&1); then
+    sdk_version=$(node -p 'require("./node/node_modules/@modelcontextprotocol/sdk/package.json").version')
+    inspector_version=$(node -p 'require("./node/node_modules/@modelcontextprotocol/inspector/package.json").version')
+    run "typescript sdk ($sdk_version)" \
+        bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap sdk.test.mjs'
+    run "inspector cli ($inspector_version)" \
+        bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap inspector.test.mjs'
+else
+    skip_or_fail "typescript sdk and inspector" "$reason"
+fi
+
+if ((${#failed[@]})); then
+    printf 'interop: FAILED: %s\n' "${failed[@]}" >&2
+    exit 1
+fi
+if ((${#skipped[@]})); then
+    printf 'interop: passed, but SKIPPED: %s\n' "${skipped[@]}"
+else
+    echo "interop: all clients passed"
+fi
