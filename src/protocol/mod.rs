@@ -39,6 +39,8 @@ impl ErrorCode {
     pub const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
     /// Malformed `params`.
     pub const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    /// A bug on our side (a request task that died).
+    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
     /// The request was cancelled (by the client or by shutdown).
     pub const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
 }

@@ -26,6 +26,7 @@ use std::time::Duration;
 use init::Init;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -162,32 +163,60 @@ impl Session {
         if let Value::Array(items) = value {
             let batches = self.revision.get().is_some_and(|r| r.accepts_batches());
             if !batches || items.is_empty() {
-                let msg = "invalid request: batches are not accepted in this protocol revision";
+                let msg = if batches {
+                    "invalid request: empty batch"
+                } else {
+                    "invalid request: batches are not accepted in this protocol revision"
+                };
                 return self
                     .send(protocol::error_line(None, ErrorCode::INVALID_REQUEST, msg))
                     .await;
             }
-            for item in items {
-                self.on_message(Incoming::classify(item)).await;
+            // A batch is answered with one array of its responses, in request
+            // order, once every request in it has been answered.
+            let replies: Vec<Reply> = items
+                .into_iter()
+                .filter_map(|item| self.on_message(Incoming::classify(item)))
+                .collect();
+            if replies.is_empty() {
+                return;
             }
+            let out = self.out.clone();
+            self.tasks.spawn(async move {
+                let mut lines = Vec::with_capacity(replies.len());
+                for reply in replies {
+                    lines.push(reply.line().await);
+                }
+                let _ = out.send(format!("[{}]", lines.join(","))).await;
+            });
             return;
         }
-        self.on_message(Incoming::classify(value)).await;
+        match self.on_message(Incoming::classify(value)) {
+            Some(Reply::Now(line)) => self.send(line).await,
+            Some(later) => {
+                let out = self.out.clone();
+                self.tasks.spawn(async move {
+                    let _ = out.send(later.line().await).await;
+                });
+            }
+            None => {}
+        }
     }
 
-    async fn on_message(&self, msg: Incoming) {
+    /// Handles one message; returns its response, if it gets one.
+    fn on_message(&self, msg: Incoming) -> Option<Reply> {
         match msg {
-            Incoming::Request { id, method, params } => self.on_request(id, method, params).await,
-            Incoming::Notification { method, params } => self.on_notification(&method, &params),
-            Incoming::Response => {}
-            Incoming::Invalid { id, message } => {
-                self.send(protocol::error_line(
-                    id.as_ref(),
-                    ErrorCode::INVALID_REQUEST,
-                    &message,
-                ))
-                .await;
+            Incoming::Request { id, method, params } => Some(self.on_request(id, method, params)),
+            Incoming::Notification { method, params } => {
+                self.on_notification(&method, &params);
+                None
             }
+            Incoming::Response => None,
+            Incoming::Invalid { id, message } => Some(Reply::Now(protocol::error_line(
+                id.as_ref(),
+                ErrorCode::INVALID_REQUEST,
+                &message,
+            ))),
         }
     }
 
@@ -210,7 +239,7 @@ impl Session {
         }
     }
 
-    async fn on_request(&self, id: RequestId, method: String, params: Value) {
+    fn on_request(&self, id: RequestId, method: String, params: Value) -> Reply {
         let line = match method.as_str() {
             "initialize" => {
                 let requested = params.get("protocolVersion").and_then(Value::as_str);
@@ -230,14 +259,14 @@ impl Session {
             "tools/list" => {
                 protocol::success_line(&id, &json!({"tools": tools::list(self.revision())}))
             }
-            "tools/call" => return self.start_call(id, params),
+            "tools/call" => return Reply::Later(self.start_call(id, params)),
             _ => protocol::error_line(
                 Some(&id),
                 ErrorCode::METHOD_NOT_FOUND,
                 &format!("method not found: {method}"),
             ),
         };
-        self.send(line).await;
+        Reply::Now(line)
     }
 
     fn revision(&self) -> Revision {
@@ -247,8 +276,10 @@ impl Session {
             .unwrap_or(Revision::V2024_11_05)
     }
 
-    /// Registers the request as in flight and runs it in its own task.
-    fn start_call(&self, id: RequestId, params: Value) {
+    /// Registers the request as in flight (before its task exists, so a
+    /// cancel that follows it on the wire finds it) and runs it in its own
+    /// task, which yields the response line.
+    fn start_call(&self, id: RequestId, params: Value) -> JoinHandle<String> {
         let cancel = CancellationToken::new();
         self.in_flight
             .lock()
@@ -277,14 +308,34 @@ impl Session {
                 } => r,
             };
             in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            let line = match outcome {
+            match outcome {
                 Ok(result) => protocol::success_line(&id, &result),
                 Err(CallError::Cancelled) => {
                     protocol::error_line(Some(&id), ErrorCode::REQUEST_CANCELLED, "request cancelled")
                 }
                 Err(CallError::Protocol(code, msg)) => protocol::error_line(Some(&id), code, &msg),
-            };
-            let _ = out.send(line).await;
-        });
+            }
+        })
+    }
+}
+
+/// A response: ready now, or the line a request task will produce.
+enum Reply {
+    Now(String),
+    Later(JoinHandle<String>),
+}
+
+impl Reply {
+    async fn line(self) -> String {
+        match self {
+            Reply::Now(line) => line,
+            Reply::Later(task) => task.await.unwrap_or_else(|e| {
+                protocol::error_line(
+                    None,
+                    ErrorCode::INTERNAL_ERROR,
+                    &format!("request task failed: {e}"),
+                )
+            }),
+        }
     }
 }
