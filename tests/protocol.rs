@@ -1,1 +1,416 @@
+//! JSON-RPC framing and the MCP methods of SPEC §3: initialize and version
+//! negotiation, ping, tools/list, the error codes, ids, notifications.
+//!
+//! Framing does not depend on where the server runs, so these tests use the
+//! bare binary only; `tools.rs` and `capture.rs` cover the targets.
 
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Server, TIMEOUT, Target, tool_json};
+
+/// How long to listen for a message that must not come.
+const SILENCE: Duration = Duration::from_millis(300);
+
+/// The next message, which must arrive.
+fn next(s: &mut Server) -> Value {
+    s.next_message(TIMEOUT).expect("a message from the server")
+}
+
+fn assert_error(msg: &Value, id: &Value, code: i64) {
+    assert_eq!(msg["jsonrpc"], json!("2.0"), "{msg}");
+    assert_eq!(&msg["id"], id, "{msg}");
+    assert!(msg.get("result").is_none(), "{msg}");
+    assert_eq!(msg["error"]["code"], json!(code), "{msg}");
+    assert!(msg["error"]["message"].is_string(), "{msg}");
+}
+
+/// A ping must still be answered (the server kept serving), and nothing else
+/// may arrive before its answer.
+fn assert_still_serving(s: &mut Server) {
+    let id = s.send_request("ping", json!({}));
+    let msg = next(s);
+    assert_eq!(msg["id"], id, "expected the ping answer first, got {msg}");
+    assert_eq!(msg["result"], json!({}));
+}
+
+#[test]
+fn initialize_answers_with_server_info_and_the_tools_capability() {
+    let mut s = Server::start(Target::Bare);
+    let id = s.send_request(
+        "initialize",
+        json!({"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    let r = s.response(&id, TIMEOUT);
+    assert_eq!(r["jsonrpc"], json!("2.0"));
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(
+        r["result"],
+        json!({
+            "protocolVersion": "2024-11-05",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
+        })
+    );
+    // notifications/initialized gets no reply: the ping answer comes next.
+    s.notify("notifications/initialized", json!({}));
+    assert_still_serving(&mut s);
+}
+
+#[test]
+fn each_supported_protocol_version_is_echoed_and_an_unknown_one_gets_the_latest() {
+    for (asked, answered) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+        ("not a version", "2025-11-25"),
+    ] {
+        let mut s = Server::start(Target::Bare);
+        let id = s.send_request(
+            "initialize",
+            json!({"protocolVersion": asked, "capabilities": {}}),
+        );
+        let r = s.response(&id, TIMEOUT);
+        assert!(r.get("error").is_none(), "asking for {asked}: {r}");
+        assert_eq!(
+            r["result"]["protocolVersion"],
+            json!(answered),
+            "asking for {asked}"
+        );
+        assert_eq!(r["result"]["serverInfo"]["name"], json!("mcp-exec"));
+    }
+}
+
+#[test]
+fn ping_answers_an_empty_object_with_the_same_id() {
+    let mut s = Server::started(Target::Bare);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":"p-1","method":"ping"}"#);
+    let r = s.response(&json!("p-1"), TIMEOUT);
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": "p-1", "result": {}}));
+}
+
+#[test]
+fn a_garbage_line_gets_a_parse_error_with_a_null_id_and_the_server_keeps_serving() {
+    let mut s = Server::started(Target::Bare);
+    for garbage in [
+        "this is not json",
+        r#"{"jsonrpc":"2.0","id":7,"method":"ping""#,
+        "}{",
+        "[1,",
+    ] {
+        s.send_raw(garbage);
+        let msg = next(&mut s);
+        assert_error(&msg, &Value::Null, -32700);
+    }
+    // Invalid UTF-8 is garbage too.
+    s.send_bytes(b"\xff\xfe\"x\"\n");
+    assert_error(&next(&mut s), &Value::Null, -32700);
+    assert_still_serving(&mut s);
+    let r = s.exec("echo still here");
+    assert_eq!(r["stdout"]["data"], json!("still here\n"));
+}
+
+#[test]
+fn a_non_object_message_is_an_invalid_request_in_a_2024_11_05_session() {
+    let mut s = Server::started(Target::Bare);
+    for line in [
+        "42",
+        r#""ping""#,
+        "null",
+        "true",
+        "[1,2]",
+        "[]",
+        r#"[{"jsonrpc":"2.0","id":900,"method":"ping"}]"#,
+    ] {
+        s.send_raw(line);
+        let msg = next(&mut s);
+        assert_error(&msg, &Value::Null, -32600);
+    }
+    // The batched ping was not run: the next message answers this ping, and
+    // no answer to id 900 follows.
+    assert_still_serving(&mut s);
+    assert!(s.next_message(SILENCE).is_none());
+}
+
+#[test]
+fn an_unknown_method_is_method_not_found_naming_it() {
+    let mut s = Server::started(Target::Bare);
+    let r = s.request("tools/frobnicate", json!({}));
+    assert_error(&r, &r["id"].clone(), -32601);
+    assert_eq!(
+        r["error"]["message"],
+        json!("method not found: tools/frobnicate")
+    );
+    let r = s.request("resources/list", json!({}));
+    assert_eq!(r["error"]["code"], json!(-32601));
+    assert_eq!(
+        r["error"]["message"],
+        json!("method not found: resources/list")
+    );
+}
+
+#[test]
+fn server_discover_is_answered_at_once_even_while_a_call_blocks() {
+    let mut s = Server::started(Target::Bare);
+    // A blocking execute whose job waits on its (open) stdin forever.
+    let blocked = s.send_call("execute", json!({"command": "read line"}));
+    let id = s.send_request("server/discover", json!({}));
+    let r = s.response(&id, Duration::from_secs(2));
+    assert_eq!(r["error"]["code"], json!(-32601), "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        json!("method not found: server/discover")
+    );
+    // The blocking call is still in flight: nothing answered it.
+    let early = s.next_message(Duration::ZERO);
+    assert!(early.is_none(), "{blocked} answered early: {early:?}");
+}
+
+#[test]
+fn tools_call_with_non_object_params_is_invalid_params() {
+    let mut s = Server::started(Target::Bare);
+    for params in [
+        json!([]),
+        json!(["execute", {"command": "true"}]),
+        json!("execute"),
+        json!(3),
+        Value::Null,
+    ] {
+        let r = s.request("tools/call", params.clone());
+        assert_error(&r, &r["id"].clone(), -32602);
+        assert!(r.get("result").is_none(), "params {params}: {r}");
+    }
+    // Nothing ran.
+    assert_eq!(s.call("list_jobs", json!({})), json!({"jobs": []}));
+}
+
+#[test]
+fn an_unknown_tool_is_method_not_found_naming_the_tool() {
+    let mut s = Server::started(Target::Bare);
+    let r = s.request("tools/call", json!({"name": "frobnicate", "arguments": {}}));
+    assert_error(&r, &r["id"].clone(), -32601);
+    let message = r["error"]["message"].as_str().expect("message");
+    assert!(message.contains("unknown tool: frobnicate"), "{message}");
+    assert_still_serving(&mut s);
+}
+
+#[test]
+fn string_and_integer_ids_are_distinct_requests() {
+    let mut s = Server::started(Target::Bare);
+    // "100" stays in flight (its job reads stdin) while 100 runs and answers.
+    s.send_raw(
+        r#"{"jsonrpc":"2.0","id":"100","method":"tools/call","params":{"name":"execute","arguments":{"command":"read x; echo \"string $x\""}}}"#,
+    );
+    s.send_raw(
+        r#"{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo integer"}}}"#,
+    );
+    let int = s.response(&json!(100), TIMEOUT);
+    assert_eq!(int["id"], json!(100));
+    assert_eq!(
+        tool_json(&int["result"])["stdout"]["data"],
+        json!("integer\n")
+    );
+
+    let jobs = s.call("list_jobs", json!({}));
+    assert_eq!(jobs["jobs"].as_array().map(Vec::len), Some(1), "{jobs}");
+    let job = jobs["jobs"][0]["job_id"].clone();
+    s.call(
+        "input",
+        json!({"job_id": job, "data": "go\n", "close": true}),
+    );
+    let string = s.response(&json!("100"), TIMEOUT);
+    assert_eq!(string["id"], json!("100"));
+    assert_eq!(
+        tool_json(&string["result"])["stdout"]["data"],
+        json!("string go\n")
+    );
+}
+
+#[test]
+fn unknown_notifications_and_client_responses_get_no_reply() {
+    let mut s = Server::started(Target::Bare);
+    s.notify("notifications/nonsense", json!({"x": 1}));
+    s.send_raw(r#"{"jsonrpc":"2.0","method":"no/such/thing"}"#);
+    s.notify("notifications/initialized", json!({}));
+    // A response to a request the server never sent.
+    s.send_raw(r#"{"jsonrpc":"2.0","id":55,"result":{}}"#);
+    assert_still_serving(&mut s);
+    assert!(s.next_message(SILENCE).is_none());
+}
+
+#[test]
+fn tools_list_describes_seven_tools_with_object_input_schemas_and_required_fields() {
+    let mut s = Server::started(Target::Bare);
+    let r = s.request("tools/list", json!({}));
+    let tools = r["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {r}"))
+        .clone();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "execute",
+            "wait",
+            "status",
+            "output",
+            "input",
+            "kill",
+            "list_jobs"
+        ]
+    );
+
+    let required = |name: &str| -> Vec<String> {
+        let t = tools.iter().find(|t| t["name"] == name).expect("listed");
+        t["inputSchema"]["required"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().expect("string").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for t in &tools {
+        let name = &t["name"];
+        assert!(
+            t["description"]
+                .as_str()
+                .is_some_and(|d| !d.trim().is_empty()),
+            "{name}: no description"
+        );
+        assert_eq!(t["inputSchema"]["type"], json!("object"), "{name}");
+        assert!(
+            t["inputSchema"]["properties"].is_object(),
+            "{name}: no properties"
+        );
+    }
+    assert_eq!(required("execute"), ["command"]);
+    assert_eq!(required("wait"), ["job_ids"]);
+    for name in ["status", "output", "input", "kill"] {
+        assert_eq!(required(name), ["job_id"], "{name}");
+    }
+    assert!(required("list_jobs").is_empty());
+
+    let props = |name: &str| {
+        tools.iter().find(|t| t["name"] == name).expect("listed")["inputSchema"]["properties"]
+            .clone()
+    };
+    let execute = props("execute");
+    for (field, ty) in [
+        ("command", "string"),
+        ("cwd", "string"),
+        ("env", "object"),
+        ("stdin", "string"),
+        ("close_stdin", "boolean"),
+        ("nowait", "boolean"),
+        ("capture", "object"),
+    ] {
+        assert_eq!(
+            execute[field]["type"],
+            json!(ty),
+            "execute.{field}: {}",
+            execute[field]
+        );
+    }
+    for side in ["on_success", "on_error"] {
+        assert!(
+            execute["capture"]["properties"][side]["oneOf"].is_array(),
+            "capture.{side}"
+        );
+    }
+    let wait = props("wait");
+    assert_eq!(wait["job_ids"]["type"], json!("array"));
+    assert_eq!(wait["job_ids"]["items"]["type"], json!("string"));
+    assert_eq!(wait["timeout"]["type"], json!("number"));
+    let output = props("output");
+    for stream in ["stdout", "stderr"] {
+        assert!(
+            output[stream]["oneOf"].is_array(),
+            "output.{stream}: {}",
+            output[stream]
+        );
+    }
+    let input = props("input");
+    assert_eq!(
+        (
+            input["data"]["type"].clone(),
+            input["close"]["type"].clone()
+        ),
+        (json!("string"), json!("boolean"))
+    );
+    let kill = props("kill");
+    assert_eq!(
+        (
+            kill["signal"]["type"].clone(),
+            kill["timeout"]["type"].clone()
+        ),
+        (json!("string"), json!("number"))
+    );
+    for name in ["status", "output", "input", "kill"] {
+        assert_eq!(
+            props(name)["job_id"]["type"],
+            json!("string"),
+            "{name}.job_id"
+        );
+    }
+}
+
+#[test]
+fn a_tool_result_is_one_text_block_of_compact_json() {
+    let mut s = Server::started(Target::Bare);
+    let id = s.send_call("execute", json!({"command": "echo hi"}));
+    let r = s.response(&id, TIMEOUT);
+    let result = &r["result"];
+    assert_eq!(
+        result.as_object().map(|o| o.len()),
+        Some(2),
+        "only content and isError: {result}"
+    );
+    assert_eq!(result["isError"], json!(false));
+    let content = result["content"].as_array().expect("content array");
+    assert_eq!(content.len(), 1);
+    assert_eq!(content[0]["type"], json!("text"));
+    let text = content[0]["text"].as_str().expect("text");
+    let parsed: Value = serde_json::from_str(text).expect("JSON text");
+    assert_eq!(text, parsed.to_string(), "compact JSON");
+    assert_eq!(parsed["stdout"]["data"], json!("hi\n"));
+
+    // A tool failure is a result too: isError with a plain-text message.
+    let id = s.send_call("status", json!({"job_id": "job-424242"}));
+    let r = s.response(&id, TIMEOUT);
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "unknown job_id \"job-424242\""}], "isError": true})
+    );
+}
+
+#[test]
+fn tool_results_keep_the_same_text_in_every_protocol_revision() {
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let mut s = Server::start(Target::Bare);
+        s.initialize(version);
+        let id = s.spawn_job("echo done");
+        let id = s.send_call("wait", json!({"job_ids": [id]}));
+        let r = s.response(&id, TIMEOUT);
+        assert_eq!(r["result"]["isError"], json!(false), "{version}: {r}");
+        assert_eq!(
+            r["result"]["content"][0]["type"],
+            json!("text"),
+            "{version}: {r}"
+        );
+        let text = tool_json(&r["result"]);
+        assert!(
+            text.is_array(),
+            "{version}: wait's text block is not an array: {text}"
+        );
+        assert_eq!(text[0]["stdout"]["data"], json!("done\n"), "{version}");
+    }
+}

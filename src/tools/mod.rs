@@ -137,19 +137,23 @@ pub async fn call(
     }
 }
 
+/// The text block is the compact JSON of the result in every revision (SPEC §3: `wait`'s
+/// is an array); only `structuredContent`, which MCP requires to be an object, wraps an
+/// array as `{"results": […]}`.
 fn success_result(value: Value, revision: Revision) -> Value {
+    let text = value.to_string();
     if revision.has_structured_output() {
         let structured = match value {
             Value::Array(items) => json!({"results": items}),
             other => other,
         };
         json!({
-            "content": [{"type": "text", "text": structured.to_string()}],
+            "content": [{"type": "text", "text": text}],
             "structuredContent": structured,
             "isError": false,
         })
     } else {
-        json!({"content": [{"type": "text", "text": value.to_string()}], "isError": false})
+        json!({"content": [{"type": "text", "text": text}], "isError": false})
     }
 }
 
