@@ -1,7 +1,11 @@
 //! Integration tests of the mcp-exec binary: a raw-JSON client over real
 //! pipes drives the built binary, as a plain process, as a real PID 1, and
 //! in the two container images.
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly by panicking")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly by panicking"
+)]
 #![allow(missing_docs, reason = "test functions are documented by their names")]
 
 /// Client harness and targets.

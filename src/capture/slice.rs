@@ -667,7 +667,11 @@ mod tests {
             assert_eq!(slice.total_bytes, 6_000);
             assert_eq!(slice.truncated, slice.dropped_bytes.is_some(), "{spec:?}");
             let raw = &data[slice.offset as usize..(slice.offset + slice.bytes) as usize];
-            assert_eq!(slice.data, crate::capture::utf8::sanitize_utf8(raw), "{spec:?}");
+            assert_eq!(
+                slice.data,
+                crate::capture::utf8::sanitize_utf8(raw),
+                "{spec:?}"
+            );
         }
     }
 }

@@ -66,12 +66,22 @@ pub fn require(ok: Result<(), String>, what: &str) -> bool {
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
 fn command_works(cmd: &str, args: &[&str]) -> Result<(), String> {
-    match Command::new(cmd).args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status() {
+    match Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(format!("`{cmd} {}` exited with {s}", args.join(" "))),
         Err(e) => Err(format!("`{cmd}`: {e}")),
@@ -93,9 +103,10 @@ impl Target {
                     Err("not root".into())
                 }
             }
-            Target::Scratch | Target::Tini => {
-                command_works("podman", &["image", "exists", self.image().unwrap_or_default()])
-            }
+            Target::Scratch | Target::Tini => command_works(
+                "podman",
+                &["image", "exists", self.image().unwrap_or_default()],
+            ),
         };
         require(check, &format!("target {self:?}"))
     }
@@ -128,7 +139,8 @@ impl Target {
             }
             Target::Pid1 => {
                 let mut c = Command::new("unshare");
-                c.args(["--pid", "--fork", "--mount-proc", binary()]).envs(env.iter().copied());
+                c.args(["--pid", "--fork", "--mount-proc", binary()])
+                    .envs(env.iter().copied());
                 c
             }
             Target::Scratch | Target::Tini => {
@@ -165,9 +177,15 @@ pub struct Server {
 impl Server {
     /// Starts the server on `target` with extra environment.
     pub fn start_with_env(target: Target, env: &[(&str, &str)]) -> Server {
-        let name = format!("mcp-exec-test-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        let mut child = target
-            .command(env, &name)
+        let name = container_name();
+        let command = target.command(env, &name);
+        Server::spawn(target, command, name)
+    }
+
+    /// Spawns `command` (built for `target`; `name` is the container name of
+    /// a container target) and connects the client to its stdio.
+    fn spawn(target: Target, mut command: Command, name: String) -> Server {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -289,7 +307,10 @@ impl Server {
 
     fn read_line(&mut self, timeout: Duration) -> Option<Value> {
         let line = self.lines.recv_timeout(timeout).ok()?;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("server wrote a non-JSON line {line:?}: {e}")))
+        Some(
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("server wrote a non-JSON line {line:?}: {e}")),
+        )
     }
 
     /// Waits for the response with `id` (other messages are kept for later).
@@ -322,8 +343,10 @@ impl Server {
         while let Some(m) = self.read_line(deadline.saturating_duration_since(Instant::now())) {
             self.pending.push_back(m);
         }
-        let (notes, rest): (Vec<Value>, Vec<Value>) =
-            self.pending.drain(..).partition(|m| m.get("id").is_none() && m.get("method").is_some());
+        let (notes, rest): (Vec<Value>, Vec<Value>) = self
+            .pending
+            .drain(..)
+            .partition(|m| m.get("id").is_none() && m.get("method").is_some());
         self.pending = rest.into();
         notes
     }
@@ -345,15 +368,26 @@ impl Server {
     /// Calls a tool that must succeed and returns its parsed JSON payload.
     pub fn call(&mut self, tool: &str, args: Value) -> Value {
         let result = self.call_result(tool, args.clone());
-        assert_eq!(result["isError"], json!(false), "{tool} {args} failed: {result}");
+        assert_eq!(
+            result["isError"],
+            json!(false),
+            "{tool} {args} failed: {result}"
+        );
         tool_json(&result)
     }
 
     /// Calls a tool that must fail (`isError`) and returns its message.
     pub fn call_err(&mut self, tool: &str, args: Value) -> String {
         let result = self.call_result(tool, args.clone());
-        assert_eq!(result["isError"], json!(true), "{tool} {args} should fail: {result}");
-        result["content"][0]["text"].as_str().expect("text").to_owned()
+        assert_eq!(
+            result["isError"],
+            json!(true),
+            "{tool} {args} should fail: {result}"
+        );
+        result["content"][0]["text"]
+            .as_str()
+            .expect("text")
+            .to_owned()
     }
 
     /// Runs a blocking `execute` of `command` and returns its result.
@@ -417,7 +451,9 @@ fn is_response_to(m: &Value, id: &Value) -> bool {
 
 /// Parses the JSON text block of a tool result.
 pub fn tool_json(result: &Value) -> Value {
-    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text block in {result}"));
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text block in {result}"));
     serde_json::from_str(text).unwrap_or_else(|e| panic!("text block is not JSON ({e}): {text}"))
 }
 
@@ -440,9 +476,92 @@ pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 #[macro_export]
 macro_rules! parity {
     ($($name:ident),* $(,)?) => {
-        mod bare { use super::*; $( #[test] fn $name() { if $crate::support::Target::Bare.available() { super::$name($crate::support::Target::Bare) } } )* }
-        mod pid1 { use super::*; $( #[test] fn $name() { if $crate::support::Target::Pid1.available() { super::$name($crate::support::Target::Pid1) } } )* }
-        mod scratch { use super::*; $( #[test] fn $name() { if $crate::support::Target::Scratch.available() { super::$name($crate::support::Target::Scratch) } } )* }
-        mod tini { use super::*; $( #[test] fn $name() { if $crate::support::Target::Tini.available() { super::$name($crate::support::Target::Tini) } } )* }
+        mod bare { $( #[test] fn $name() { if $crate::support::Target::Bare.available() { super::$name($crate::support::Target::Bare) } } )* }
+        mod pid1 { $( #[test] fn $name() { if $crate::support::Target::Pid1.available() { super::$name($crate::support::Target::Pid1) } } )* }
+        mod scratch { $( #[test] fn $name() { if $crate::support::Target::Scratch.available() { super::$name($crate::support::Target::Scratch) } } )* }
+        mod tini { $( #[test] fn $name() { if $crate::support::Target::Tini.available() { super::$name($crate::support::Target::Tini) } } )* }
     };
+}
+
+// ---------------------------------------------------------------------------
+// Helpers for tests/lifecycle.rs and tests/containers.rs.
+// ---------------------------------------------------------------------------
+
+/// A container name unique to this test process.
+fn container_name() -> String {
+    format!(
+        "mcp-exec-test-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Server {
+    /// Starts a container target with extra `podman run` arguments (placed
+    /// before the image, e.g. `["-v", "/host/dir:/out"]`) and extra
+    /// environment. Panics for a non-container target.
+    pub fn start_with_args(target: Target, env: &[(&str, &str)], podman_args: &[&str]) -> Server {
+        let image = target
+            .image()
+            .unwrap_or_else(|| panic!("{target:?} is not a container target"));
+        let name = container_name();
+        let mut command = Command::new("podman");
+        command.args(["run", "-i", "--rm", "--name", &name, "--log-driver", "none"]);
+        for (k, v) in env {
+            command.arg("-e").arg(format!("{k}={v}"));
+        }
+        command.args(podman_args).arg(image);
+        Server::spawn(target, command, name)
+    }
+
+    /// The host pid of the mcp-exec process itself: the client-side child
+    /// for [`Target::Bare`], the child of `unshare` for [`Target::Pid1`];
+    /// `None` for containers (signal those through podman).
+    pub fn server_host_pid(&self) -> Option<u32> {
+        match self.target {
+            Target::Bare => Some(self.pid()),
+            Target::Pid1 => {
+                let children = format!("/proc/{0}/task/{0}/children", self.pid());
+                let mut found = None;
+                wait_for(TIMEOUT, || {
+                    found = std::fs::read_to_string(&children)
+                        .ok()
+                        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse().ok()));
+                    found.is_some()
+                });
+                found
+            }
+            Target::Scratch | Target::Tini => None,
+        }
+    }
+
+    /// Waits for the response to `id` and returns its JSON-RPC error code
+    /// (panics if it is a result).
+    pub fn error_code(&mut self, id: &Value, timeout: Duration) -> i64 {
+        let r = self.response(id, timeout);
+        r["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("expected an error response to {id}, got {r}"))
+    }
+
+    /// Sends `notifications/cancelled` for `id` (sent as is: a string id
+    /// stays a string).
+    pub fn cancel(&mut self, id: &Value) {
+        self.notify(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": "test"}),
+        );
+    }
+
+    /// Closes stdin and requires a clean exit (status 0) within `timeout`.
+    pub fn finish(&mut self, timeout: Duration) {
+        self.close_stdin();
+        let status = self.wait_exit(timeout);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "{:?} did not exit 0 within {timeout:?} after EOF: {status:?}; stderr:\n{}",
+            self.target,
+            self.stderr.lock().unwrap()
+        );
+    }
 }
