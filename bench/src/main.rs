@@ -1,0 +1,378 @@
+//! The mcp-exec benchmark (issue 5): drives the **release static binary** over
+//! real pipes as an MCP client, measures each figure together with the
+//! machine's own baseline in the same run, prints a markdown table and writes
+//! the same figures as JSON.
+//!
+//! ```text
+//! RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu
+//! cargo run --release -p bench                 # full run (~1 min)
+//! cargo run --release -p bench -- --smoke      # a few iterations: the harness works
+//! ```
+//!
+//! It builds nothing itself: the binary under test is whatever is at
+//! `--binary` (default: the workspace's static release build). Timings are
+//! never asserted; a smoke run fails only when a response is malformed or a
+//! scenario cannot complete.
+//!
+//! Layout: [`client`] speaks JSON-RPC over the pipes, [`baseline`] measures
+//! the machine, [`scenarios`] measures the server, [`report`] compares them,
+//! [`stats`] holds the statistics.
+
+mod baseline;
+mod client;
+mod report;
+mod scenarios;
+mod stats;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use report::Figure;
+use scenarios::Plan;
+
+/// A harness failure, with what was being done.
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Error {
+        Error(format!("JSON: {e}"))
+    }
+}
+
+/// The workspace root (this crate's parent directory).
+fn workspace() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+const DEFAULT_BINARY: &str = "target/x86_64-unknown-linux-gnu/release/mcp-exec";
+const DEFAULT_JSON: &str = "bench/results/latest.json";
+/// Smoke runs write elsewhere, so that CI never overwrites a full run's figures.
+const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
+const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu";
+
+const SCENARIOS: [&str; 7] = [
+    "size",
+    "startup",
+    "rtt",
+    "throughput",
+    "burst",
+    "delivery",
+    "kill",
+];
+
+struct Options {
+    smoke: bool,
+    binary: PathBuf,
+    json: Option<PathBuf>,
+    only: Vec<String>,
+    protocol: String,
+}
+
+impl Options {
+    fn wants(&self, scenario: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == scenario)
+    }
+}
+
+fn usage() -> String {
+    let root = workspace();
+    let root = root.display();
+    format!(
+        "Usage: cargo run --release -p bench -- [--smoke] [--binary PATH] [--json PATH] [--only LIST]\n       \
+         [--protocol VERSION]\n\n\
+         --smoke        a few iterations of each scenario (16 MiB throughput); checks that the\n               \
+         harness works, never timings\n\
+         --binary PATH  the server to measure (default {root}/{DEFAULT_BINARY},\n               \
+         built with: {BUILD})\n\
+         --json PATH    where to write the figures (default {root}/{DEFAULT_JSON},\n               \
+         with --smoke {root}/{DEFAULT_SMOKE_JSON})\n\
+         --only LIST    comma-separated subset of: {}\n\
+         --protocol V   MCP revision to negotiate (default {}; 2024-11-05 = results\n               \
+         without structuredContent, as the Go reference answers)\n",
+        SCENARIOS.join(","),
+        client::DEFAULT_PROTOCOL
+    )
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut o = Options {
+        smoke: false,
+        binary: workspace().join(DEFAULT_BINARY),
+        json: None,
+        only: Vec::new(),
+        protocol: client::DEFAULT_PROTOCOL.to_owned(),
+    };
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--smoke" => o.smoke = true,
+            "--binary" => o.binary = PathBuf::from(value("--binary")?),
+            "--json" => o.json = Some(PathBuf::from(value("--json")?)),
+            "--protocol" => o.protocol = value("--protocol")?,
+            "--only" => {
+                o.only = value("--only")?.split(',').map(str::to_owned).collect();
+                if let Some(bad) = o.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+                    return Err(format!("unknown scenario {bad:?}"));
+                }
+            }
+            "--help" | "-h" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() {
+    let options = match parse_args(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(msg) => {
+            if msg.is_empty() {
+                print!("{}", usage());
+                std::process::exit(0);
+            }
+            eprintln!("bench: {msg}\n\n{}", usage());
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&options) {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn run(o: &Options) -> Result<(), Error> {
+    if !o.binary.is_file() {
+        return Err(Error(format!(
+            "no server binary at {}.\nBuild the release static binary first (from the workspace root):\n    {BUILD}\nor pass --binary PATH.",
+            o.binary.display()
+        )));
+    }
+    let binary = o.binary.canonicalize().unwrap_or_else(|_| o.binary.clone());
+    let plan = if o.smoke { Plan::SMOKE } else { Plan::FULL };
+    let load_start = scenarios::loadavg();
+    eprintln!(
+        "bench: {} run of {} (load average {})",
+        if o.smoke { "smoke" } else { "full" },
+        binary.display(),
+        load_start.map_or("?".into(), |l| format!("{l:.2}"))
+    );
+
+    let mut figures = Vec::new();
+    let mut notes = Map::new();
+
+    if o.wants("size") {
+        let (bytes, stripped) = scenarios::size(&binary)?;
+        figures.push(Figure::value(
+            "size",
+            format!(
+                "size, {} binary ({bytes} B)",
+                if stripped { "stripped" } else { "UNSTRIPPED" }
+            ),
+            "MiB",
+            bytes as f64 / f64::from(1 << 20),
+            Some(("≤ 2 MiB", 2.0)),
+        ));
+    }
+    if o.wants("startup") {
+        eprintln!("bench: startup ({} fresh servers)", plan.startup);
+        let s = scenarios::startup(&binary, plan.startup, &o.protocol)?;
+        figures.push(
+            Figure::latency_vs(
+                "startup",
+                "startup: spawn → initialize response",
+                &s.server,
+                &s.baseline,
+                "spawn → exit of the same static binary with --version",
+            )
+            .with_target("≤ 1 ms median", 1.0),
+        );
+    }
+
+    let mut server = client::Server::spawn(&binary)?;
+    server.initialize(&o.protocol, Duration::from_secs(30))?;
+    std::thread::sleep(Duration::from_millis(50));
+    let idle_init = server.memory()?.rss_kib;
+
+    if o.wants("rtt") {
+        eprintln!("bench: rtt ({} sequential execute of `true`)", plan.rtt);
+        let s = scenarios::rtt(&mut server, plan.rtt)?;
+        figures.push(
+            Figure::latency_vs(
+                "rtt",
+                "rtt: blocking execute of `true`",
+                &s.server,
+                &s.baseline,
+                "spawn+wait of sh -c true (Rust loop)",
+            )
+            .with_ratio_targets("median ≤ 1.3×, p99 ≤ 3× baseline", 1.3, 3.0),
+        );
+    }
+    if o.wants("throughput") {
+        let size_mib = plan.throughput_bytes >> 20;
+        eprintln!(
+            "bench: throughput ({} × {size_mib} MiB)",
+            plan.throughput_runs
+        );
+        let t = scenarios::throughput(&mut server, plan.throughput_runs, plan.throughput_bytes)?;
+        figures.push(Figure::latency_vs(
+            "throughput_wall",
+            format!("throughput: execute of head -c {size_mib} MiB, wall time"),
+            &t.wall.server,
+            &t.wall.baseline,
+            "head | cat >/dev/null",
+        ));
+        let rate = |wall: &stats::Samples| {
+            let mut r = stats::Samples::default();
+            for ms in wall.raw() {
+                r.push(size_mib as f64 / (ms / 1e3));
+            }
+            r
+        };
+        figures.push(Figure::rate_vs(
+            "throughput",
+            "throughput",
+            "MiB/s",
+            &rate(&t.wall.server),
+            &rate(&t.wall.baseline),
+            "raw pipe",
+            ("≥ 0.5× raw pipe", 0.5),
+        ));
+        figures.push(Figure::value(
+            "peak_rss",
+            format!("peak RSS during the {size_mib} MiB runs (1 MiB window)"),
+            "MiB",
+            mib(t.peak_kib),
+            Some(("≤ 12 MiB", 12.0)),
+        ));
+        notes.insert("peak_rss_was_reset".into(), json!(t.peak_was_reset));
+    }
+    if o.wants("burst") {
+        eprintln!(
+            "bench: burst ({} × {} nowait jobs, then wait)",
+            plan.burst_runs, plan.burst_jobs
+        );
+        let s = scenarios::burst(&mut server, plan.burst_jobs, plan.burst_runs)?;
+        figures.push(Figure::rate_vs(
+            "burst",
+            format!("burst: {} nowait `true` + wait", plan.burst_jobs),
+            "jobs/s",
+            &s.rate.server,
+            &s.rate.baseline,
+            "same spawns+waits (Rust loop)",
+            ("≥ 0.8× baseline", 0.8),
+        ));
+        notes.insert("burst_submit_ms_median".into(), json!(s.submit_ms.median()));
+    }
+    if o.wants("delivery") {
+        eprintln!("bench: delivery latency ({} runs)", plan.delivery);
+        let d = scenarios::delivery(&mut server, plan.delivery)?;
+        figures.push(Figure::latency(
+            "delivery",
+            "delivery latency: execute with a streaming orphan",
+            &d.latency,
+            Some(("≤ 5 ms", 5.0)),
+        ));
+        notes.insert("orphans_left_after_delivery".into(), json!(d.orphans_left));
+    }
+    if o.wants("kill") {
+        eprintln!("bench: kill latency ({} runs)", plan.kill);
+        let s = scenarios::kill(&mut server, plan.kill)?;
+        figures.push(Figure::latency(
+            "kill",
+            "kill latency: TERM of `sleep 60`",
+            &s,
+            Some(("≤ 5 ms", 5.0)),
+        ));
+    }
+
+    std::thread::sleep(Duration::from_millis(200));
+    let idle_end = server.memory()?.rss_kib;
+    figures.push(Figure::value(
+        "idle_rss_init",
+        "idle RSS after initialize",
+        "MiB",
+        mib(idle_init),
+        Some(("≤ 2 MiB", 2.0)),
+    ));
+    figures.push(Figure::value(
+        "idle_rss_end",
+        "idle RSS after all scenarios",
+        "MiB",
+        mib(idle_end),
+        Some(("≤ 2 MiB", 2.0)),
+    ));
+    server.shutdown(Duration::from_secs(10))?;
+    let load_end = scenarios::loadavg();
+
+    let table = report::markdown(&figures);
+    println!("{table}");
+    println!(
+        "load average (1 min): {} at start, {} at end; {} CPUs",
+        load_start.map_or("?".into(), |l| format!("{l:.2}")),
+        load_end.map_or("?".into(), |l| format!("{l:.2}")),
+        cpus()
+    );
+
+    let mut context = Map::new();
+    context.insert("mode".into(), json!(if o.smoke { "smoke" } else { "full" }));
+    context.insert("binary".into(), json!(binary.display().to_string()));
+    context.insert("protocol".into(), json!(o.protocol));
+    context.insert(
+        "unix_time".into(),
+        json!(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        ),
+    );
+    context.insert(
+        "machine".into(),
+        json!({
+            "cpus": cpus(),
+            "kernel": scenarios::kernel(),
+            "loadavg_start": load_start,
+            "loadavg_end": load_end,
+        }),
+    );
+    context.insert("plan".into(), json!(format!("{plan:?}")));
+    context.insert("notes".into(), Value::Object(notes));
+    let doc = report::json(context, &figures);
+    let json_path = o.json.clone().unwrap_or_else(|| {
+        workspace().join(if o.smoke {
+            DEFAULT_SMOKE_JSON
+        } else {
+            DEFAULT_JSON
+        })
+    });
+    if let Some(dir) = json_path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error(format!("creating {}: {e}", dir.display())))?;
+    }
+    let text = serde_json::to_string_pretty(&doc)?;
+    std::fs::write(&json_path, text + "\n")
+        .map_err(|e| Error(format!("writing {}: {e}", json_path.display())))?;
+    eprintln!("bench: figures written to {}", json_path.display());
+    if o.smoke {
+        eprintln!("bench: smoke run OK (every response well-formed; timings are not asserted)");
+    }
+    Ok(())
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(0, usize::from)
+}

@@ -1,0 +1,396 @@
+//! The measured scenarios of issue 5, each paired with its physical baseline.
+//!
+//! Where a figure has a baseline, the two are interleaved sample by sample
+//! (one baseline run, one server run, …), so that a change in the machine's
+//! load during the run hits both sides alike: on a shared box that matters
+//! more than the order effects interleaving could introduce.
+//!
+//! Every scenario checks what the server answered (states, byte counts), so a
+//! smoke run proves the harness and the server still speak the same protocol.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::Error;
+use crate::baseline;
+use crate::client::{self, Server};
+use crate::stats::Samples;
+
+/// How long one ordinary call may take before the harness gives up.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Iteration counts and sizes of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Fresh server processes for the startup figure.
+    pub startup: usize,
+    /// Sequential blocking `execute` of `true`.
+    pub rtt: usize,
+    /// Runs of the throughput scenario.
+    pub throughput_runs: usize,
+    /// Bytes per throughput run.
+    pub throughput_bytes: u64,
+    /// Jobs per burst.
+    pub burst_jobs: usize,
+    /// Bursts.
+    pub burst_runs: usize,
+    /// Delivery-latency runs.
+    pub delivery: usize,
+    /// Kill-latency runs.
+    pub kill: usize,
+}
+
+impl Plan {
+    /// The full benchmark of issue 5.
+    pub const FULL: Plan = Plan {
+        startup: 20,
+        rtt: 500,
+        throughput_runs: 10,
+        throughput_bytes: 256 << 20,
+        burst_jobs: 1000,
+        burst_runs: 5,
+        delivery: 50,
+        kill: 50,
+    };
+
+    /// A few iterations of each scenario: proves the harness works, in seconds.
+    pub const SMOKE: Plan = Plan {
+        startup: 3,
+        rtt: 10,
+        throughput_runs: 2,
+        throughput_bytes: 16 << 20,
+        burst_jobs: 20,
+        burst_runs: 1,
+        delivery: 3,
+        kill: 3,
+    };
+}
+
+/// A figure's samples and those of its baseline.
+#[derive(Debug, Default)]
+pub struct Paired {
+    /// The server.
+    pub server: Samples,
+    /// The physical baseline.
+    pub baseline: Samples,
+}
+
+fn expect_state(result: &Value, want: &str, what: &str) -> Result<(), Error> {
+    if result["state"] == want {
+        Ok(())
+    } else {
+        Err(Error(format!(
+            "{what}: expected state {want:?}, got {result}"
+        )))
+    }
+}
+
+/// Startup: spawn → `initialize` response of fresh servers (ms), against
+/// spawn → exit of `<binary> --version`.
+pub fn startup(binary: &Path, runs: usize, protocol: &str) -> Result<Paired, Error> {
+    let mut out = Paired::default();
+    for _ in 0..runs {
+        out.baseline.push_ms(baseline::startup(binary)?);
+        let mut server = Server::spawn(binary)?;
+        let sent = server.send("initialize", client::initialize_params(protocol))?;
+        let (at, result) = server.response(sent.id, CALL_TIMEOUT)?;
+        out.server.push_ms(at - server.started());
+        client::check_initialize(&result, protocol)?;
+        server.shutdown(Duration::from_secs(10))?;
+    }
+    Ok(out)
+}
+
+/// rtt: blocking `execute` of `true` (ms), against spawn+wait of `sh -c true`.
+pub fn rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
+    let mut out = Paired::default();
+    for _ in 0..runs {
+        out.baseline.push_ms(baseline::spawn_true()?);
+        let (took, result) = server.tool("execute", json!({"command": "true"}), CALL_TIMEOUT)?;
+        expect_state(&result, "success", "rtt")?;
+        out.server.push_ms(took);
+    }
+    Ok(out)
+}
+
+/// What the throughput scenario measured.
+#[derive(Debug, Default)]
+pub struct Throughput {
+    /// Wall times (ms), server and raw pipe.
+    pub wall: Paired,
+    /// The server's `VmHWM` over all runs (KiB), reset before the first.
+    pub peak_kib: u64,
+    /// Whether the high-water mark could be reset first (else it is the
+    /// process's lifetime peak).
+    pub peak_was_reset: bool,
+}
+
+/// Throughput: blocking `execute` of `head -c N /dev/zero` with the default
+/// capture (the result carries the last 1 MiB window), against
+/// `head -c N /dev/zero | cat >/dev/null`.
+pub fn throughput(server: &mut Server, runs: usize, bytes: u64) -> Result<Throughput, Error> {
+    let peak_was_reset = server.reset_peak().is_ok();
+    let mut wall = Paired::default();
+    let command = format!("head -c {bytes} /dev/zero");
+    for _ in 0..runs {
+        wall.baseline.push_ms(baseline::pipe(bytes)?);
+        let (took, result) = server.tool("execute", json!({"command": command}), CALL_TIMEOUT)?;
+        expect_state(&result, "success", "throughput")?;
+        if result["stdout"]["total_bytes"] != bytes {
+            return Err(Error(format!(
+                "throughput: stdout.total_bytes should be {bytes}, got {}",
+                result["stdout"]["total_bytes"]
+            )));
+        }
+        wall.server.push_ms(took);
+    }
+    Ok(Throughput {
+        wall,
+        peak_kib: server.memory()?.hwm_kib,
+        peak_was_reset,
+    })
+}
+
+/// What the burst scenario measured.
+#[derive(Debug, Default)]
+pub struct Burst {
+    /// jobs/s, server and Rust loop.
+    pub rate: Paired,
+    /// Time until every `execute … nowait` had been answered (ms): the
+    /// spawning half of the server's burst; the rest is collecting.
+    pub submit_ms: Samples,
+}
+
+/// Burst: `jobs` pipelined `execute … nowait` of `true`, then `wait` until all
+/// are collected (jobs/s), against the same spawns+waits from a Rust loop.
+pub fn burst(server: &mut Server, jobs: usize, runs: usize) -> Result<Burst, Error> {
+    let mut out = Burst::default();
+    for _ in 0..runs {
+        let base = baseline::burst(jobs)?;
+        out.rate.baseline.push(jobs as f64 / base.as_secs_f64());
+        let (took, submitted) = burst_once(server, jobs)?;
+        out.rate.server.push(jobs as f64 / took.as_secs_f64());
+        out.submit_ms.push_ms(submitted);
+    }
+    Ok(out)
+}
+
+/// One burst; returns the total time and the time until all `execute`s
+/// had been answered.
+fn burst_once(server: &mut Server, jobs: usize) -> Result<(Duration, Duration), Error> {
+    use std::io::Write;
+
+    let mut lines = Vec::with_capacity(jobs);
+    let first = server.fresh_id();
+    for i in 0..jobs {
+        let id = if i == 0 { first } else { server.fresh_id() };
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "execute", "arguments": {"command": "true", "nowait": true}}});
+        let mut line = serde_json::to_vec(&msg)?;
+        line.push(b'\n');
+        lines.push(line);
+    }
+    let ids = first..first + jobs as u64;
+
+    server.arm(CALL_TIMEOUT);
+    let t0 = Instant::now();
+    let (stdin, mut reader) = server.halves()?;
+    // A writer thread, because a client that wrote all requests before
+    // reading would deadlock once both pipes and the server's queues fill.
+    let started = std::thread::scope(|s| -> Result<Vec<String>, Error> {
+        let writer = s.spawn(move || -> Result<(), Error> {
+            for line in &lines {
+                stdin
+                    .write_all(line)
+                    .map_err(|e| Error(format!("burst: writing: {e}")))?;
+            }
+            Ok(())
+        });
+        let mut job_ids = Vec::with_capacity(jobs);
+        for _ in 0..jobs {
+            let (id, result) = reader.next_response()?;
+            if !ids.contains(&id) {
+                return Err(Error(format!("burst: unexpected response id {id}")));
+            }
+            let result = client::tool_json(&result, "execute")?;
+            expect_state(&result, "running", "burst execute")?;
+            let Some(job) = result["job_id"].as_str() else {
+                return Err(Error(format!("burst: no job_id in {result}")));
+            };
+            job_ids.push(job.to_owned());
+        }
+        writer
+            .join()
+            .map_err(|_| Error("burst: writer thread panicked".into()))??;
+        Ok(job_ids)
+    });
+    server.disarm();
+    let submitted = t0.elapsed();
+    let mut remaining = started?;
+    while !remaining.is_empty() {
+        let (_, results) = server.tool(
+            "wait",
+            json!({"job_ids": remaining, "timeout": 30}),
+            CALL_TIMEOUT,
+        )?;
+        // An array; from 2025-06-18 on wrapped as `{"results": […]}`, because
+        // structured content must be an object.
+        let results = results.get("results").unwrap_or(&results);
+        let Some(results) = results.as_array() else {
+            return Err(Error(format!(
+                "burst: wait did not return an array: {results}"
+            )));
+        };
+        if results.len() != remaining.len() {
+            return Err(Error(
+                "burst: wait returned a different number of entries".into(),
+            ));
+        }
+        let mut still = Vec::new();
+        for (id, r) in remaining.iter().zip(results) {
+            match r["state"].as_str() {
+                Some("running") => still.push(id.clone()),
+                Some("success") => {}
+                _ => return Err(Error(format!("burst: job {id} ended as {r}"))),
+            }
+        }
+        if still.len() == remaining.len() {
+            return Err(Error(
+                "burst: wait timed out with every job still running".into(),
+            ));
+        }
+        remaining = still;
+    }
+    Ok((t0.elapsed(), submitted))
+}
+
+/// What the delivery-latency scenario measured.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    /// Time to the result (ms).
+    pub latency: Samples,
+    /// Orphans (children of the server) still alive 100 ms after the last
+    /// delivery; they are then killed so later scenarios start clean.
+    pub orphans_left: usize,
+}
+
+/// The command of the delivery scenario: the direct child exits at once and
+/// leaves a descendant that keeps the pipe open and keeps writing.
+pub const STREAMING_ORPHAN: &str = "(while :; do echo x; sleep 0.01; done) & exit 0";
+
+/// Delivery latency: blocking `execute` of [`STREAMING_ORPHAN`] (ms).
+pub fn delivery(server: &mut Server, runs: usize) -> Result<Delivery, Error> {
+    let mut latency = Samples::default();
+    for _ in 0..runs {
+        let (took, result) = server.tool(
+            "execute",
+            json!({"command": STREAMING_ORPHAN}),
+            CALL_TIMEOUT,
+        )?;
+        expect_state(&result, "success", "delivery")?;
+        latency.push_ms(took);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let orphans_left = kill_children(server.pid());
+    Ok(Delivery {
+        latency,
+        orphans_left,
+    })
+}
+
+/// Kill latency: `kill` TERM of a running `sleep 60` job: time to the reply (ms).
+pub fn kill(server: &mut Server, runs: usize) -> Result<Samples, Error> {
+    let mut out = Samples::default();
+    for _ in 0..runs {
+        let (_, started) = server.tool(
+            "execute",
+            json!({"command": "sleep 60", "nowait": true}),
+            CALL_TIMEOUT,
+        )?;
+        let Some(job) = started["job_id"].as_str() else {
+            return Err(Error(format!("kill: no job_id in {started}")));
+        };
+        // Let the shell exec `sleep`, so the signal hits a sleeping process.
+        std::thread::sleep(Duration::from_millis(20));
+        let (took, result) = server.tool(
+            "kill",
+            json!({"job_id": job, "signal": "TERM"}),
+            CALL_TIMEOUT,
+        )?;
+        if result["terminated"] != true {
+            return Err(Error(format!("kill: job not terminated: {result}")));
+        }
+        out.push_ms(took);
+    }
+    Ok(out)
+}
+
+/// Pids whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // Fields after the command name, which may contain spaces.
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// SIGKILLs every child of `pid` (and its group), repeatedly, until none is
+/// left or a second has passed; returns how many there were at first.
+fn kill_children(pid: u32) -> usize {
+    let first = children_of(pid).len();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let children = children_of(pid);
+        if children.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        for c in children {
+            if let Some(p) = i32::try_from(c)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first
+}
+
+/// Bytes of the binary, and whether it has no symbol table.
+pub fn size(binary: &Path) -> Result<(u64, bool), Error> {
+    let bytes =
+        std::fs::read(binary).map_err(|e| Error(format!("reading {}: {e}", binary.display())))?;
+    let stripped = !bytes.windows(8).any(|w| w == b".symtab\0");
+    Ok((bytes.len() as u64, stripped))
+}
+
+/// The machine's 1-minute load average, from `/proc/loadavg`.
+pub fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `uname -r`.
+pub fn kernel() -> Option<String> {
+    let out = Command::new("uname").arg("-r").output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
