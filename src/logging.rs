@@ -6,7 +6,7 @@
 //! protocol messages ever goes to stdout.
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -18,12 +18,14 @@ pub fn init(config: &Config) -> WorkerGuard {
         .lossy(true)
         .buffered_lines_limit(4096)
         .finish(std::io::stderr());
-    let filter = EnvFilter::try_new(&config.log).unwrap_or_else(|e| {
+    // `Targets` parses the `target=level,…` syntax without a regex engine
+    // (EnvFilter's span/field directives would pull in ~240 KiB of regex).
+    let filter = config.log.parse::<Targets>().unwrap_or_else(|e| {
         eprintln!(
             "mcp-exec: MCP_EXEC_LOG={:?} is invalid ({e}); using \"info\"",
             config.log
         );
-        EnvFilter::new("info")
+        Targets::new().with_default(LevelFilter::INFO)
     });
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)

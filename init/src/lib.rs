@@ -84,6 +84,7 @@ pub struct Boot {
 /// spawned: a thread created earlier would keep an unblocked mask, and a
 /// SIGTERM delivered to it would kill the process instead of being read.
 pub fn prepare() -> Result<Boot, InitError> {
+    sys::tune_malloc();
     let origin = sys::capture_origin();
     let mut warnings = Vec::new();
     let pid1 = rustix::process::getpid().is_init();

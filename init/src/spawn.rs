@@ -3,21 +3,25 @@
 //!
 //! The child gets: a new process group whose id is its pid; stdin, stdout and
 //! stderr as pipes whose other ends the caller owns (never the server's own
-//! stdio); no other descriptor (std opens everything `O_CLOEXEC` and start-up
-//! marked inherited ones close-on-exec); the signal mask and ignored set the
-//! server started with (see `sys::restore_signals_in_child`); `cwd` as given or
-//! the server's; the server's environment with `env` layered on top.
+//! stdio); no other descriptor (ours are created close-on-exec, and start-up
+//! marked inherited ones so); the signal mask and ignored set the server
+//! started with (see `sys::posix_spawn`); `cwd` as given or the server's; the
+//! server's environment with `env` layered on top.
+//!
+//! Spawning uses `posix_spawnp` (vfork-style) rather than std's `Command`:
+//! std needs a `pre_exec` hook to set the child's mask, which forces a full
+//! `fork` per job, and std's own reaping of a failed exec would be a second
+//! `wait` beside the reaper.
 //!
 //! Failures to start (bad cwd, missing shell, exec error) are returned as a
 //! [`SpawnError`] whose text reads like the Go reference's
 //! (`chdir /x: no such file or directory`), never as a panic.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use tokio::sync::oneshot;
 
@@ -89,9 +93,12 @@ pub enum SpawnError {
         /// Lower-case errno text.
         reason: String,
     },
-    /// A pipe end was missing after spawn (cannot happen with `Stdio::piped`).
-    #[error("spawn: missing pipe for {0}")]
-    MissingPipe(&'static str),
+    /// Creating a pipe failed (descriptor limit).
+    #[error("creating pipes: {0}")]
+    Pipe(#[source] io::Error),
+    /// A string that must go to the kernel contains a NUL byte.
+    #[error("{0} contains a NUL byte")]
+    Nul(&'static str),
 }
 
 /// The text of an errno in the style of Go's `syscall.Errno.Error()`.
@@ -109,86 +116,114 @@ fn errno_text(e: &io::Error) -> String {
     }
 }
 
+/// Builds the child's environment: the server's, with `overrides` layered on
+/// top (a later override of the same name wins).
+fn environment(overrides: &[(OsString, OsString)]) -> Result<Vec<CString>, SpawnError> {
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    for (k, v) in overrides {
+        match vars.iter_mut().find(|(name, _)| name == k) {
+            Some(slot) => slot.1 = v.clone(),
+            None => vars.push((k.clone(), v.clone())),
+        }
+    }
+    vars.into_iter()
+        .map(|(k, v)| {
+            let mut entry = k.into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(v.as_bytes());
+            CString::new(entry).map_err(|_| SpawnError::Nul("an environment variable"))
+        })
+        .collect()
+}
+
+fn cstring(s: &OsStr, what: &'static str) -> Result<CString, SpawnError> {
+    CString::new(s.as_bytes()).map_err(|_| SpawnError::Nul(what))
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| SpawnError::Pipe(std::io::Error::from(e)))
+}
+
 impl Init {
     /// Starts a job and registers it with the reaper.
     ///
-    /// The registry lock is held across fork+exec+insert so that the reaper
+    /// The registry lock is held across spawn+insert so that the reaper
     /// cannot reap the child before its status has somewhere to go (the
     /// reaper's module doc explains the race this closes).
     pub fn spawn(&self, spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
-        let (program, mut cmd) = match &spec.program {
+        let argv: Vec<OsString> = match &spec.program {
             Program::Shell(command) => {
                 let shell = std::env::var_os("SHELL")
                     .filter(|s| !s.is_empty())
                     .unwrap_or_else(|| OsString::from("/bin/sh"));
-                let mut cmd = Command::new(&shell);
-                cmd.arg("-c").arg(command);
-                (shell, cmd)
+                vec![shell, OsString::from("-c"), OsString::from(command)]
             }
-            Program::Argv(argv) => {
-                let Some((first, rest)) = argv.split_first() else {
-                    return Err(SpawnError::Exec {
-                        program: String::new(),
-                        reason: "empty argv".into(),
-                    });
-                };
-                let mut cmd = Command::new(first);
-                cmd.args(rest);
-                (first.clone(), cmd)
+            Program::Argv(argv) if !argv.is_empty() => argv.clone(),
+            Program::Argv(_) => {
+                return Err(SpawnError::Exec {
+                    program: String::new(),
+                    reason: "empty argv".into(),
+                });
             }
         };
-        if let Some(cwd) = &spec.cwd {
-            // Checked here so the error can name the directory: the child's
-            // chdir failure would only come back as a bare errno.
-            match std::fs::metadata(cwd) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
-                    return Err(SpawnError::Chdir {
-                        path: cwd.display().to_string(),
-                        reason: "not a directory".into(),
-                    });
+        let program_name = argv[0].to_string_lossy().into_owned();
+        let program = cstring(&argv[0], "the program")?;
+        let argv = argv
+            .iter()
+            .map(|a| cstring(a, "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let envp = environment(&spec.env)?;
+        let cwd = match &spec.cwd {
+            None => None,
+            Some(cwd) => {
+                // Checked here so the error can name the directory: a failed
+                // chdir in the child would only come back as a bare errno.
+                match std::fs::metadata(cwd) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => {
+                        return Err(SpawnError::Chdir {
+                            path: cwd.display().to_string(),
+                            reason: "not a directory".into(),
+                        });
+                    }
+                    Err(e) => {
+                        return Err(SpawnError::Chdir {
+                            path: cwd.display().to_string(),
+                            reason: errno_text(&e),
+                        });
+                    }
                 }
-                Err(e) => {
-                    return Err(SpawnError::Chdir {
-                        path: cwd.display().to_string(),
-                        reason: errno_text(&e),
-                    });
-                }
+                Some(cstring(cwd.as_os_str(), "the working directory")?)
             }
-            cmd.current_dir(cwd);
-        }
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        crate::sys::restore_signals_in_child(&mut cmd, self.shared.origin);
+        };
+        let (stdin_r, stdin_w) = pipe()?;
+        let (stdout_r, stdout_w) = pipe()?;
+        let (stderr_r, stderr_w) = pipe()?;
+        let args = crate::sys::SpawnArgs {
+            program: &program,
+            argv: &argv,
+            envp: &envp,
+            cwd: cwd.as_deref(),
+            stdio: [stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()],
+            origin: self.shared.origin,
+        };
 
         let mut registry = self.shared.reaper.lock();
-        let mut child = cmd.spawn().map_err(|e| SpawnError::Exec {
-            program: program.to_string_lossy().into_owned(),
+        let pid = crate::sys::posix_spawn(&args).map_err(|e| SpawnError::Exec {
+            program: program_name,
             reason: errno_text(&e),
         })?;
-        let raw = i32::try_from(child.id()).unwrap_or(i32::MAX);
         let (tx, rx) = oneshot::channel();
-        registry.insert(raw, tx);
+        registry.insert(pid, tx);
         drop(registry);
 
-        // `child` is dropped below without waiting: only the reaper waits.
-        let stdin = child.stdin.take().ok_or(SpawnError::MissingPipe("stdin"))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or(SpawnError::MissingPipe("stdout"))?;
-        let stderr = child
-            .stderr
-            .take()
-            .ok_or(SpawnError::MissingPipe("stderr"))?;
+        // The child's ends are closed here; the child has its own copies.
         Ok(Spawned {
-            pid: Pid(raw),
-            stdin: stdin.into(),
-            stdout: stdout.into(),
-            stderr: stderr.into(),
+            pid: Pid(pid),
+            stdin: stdin_w,
+            stdout: stdout_r,
+            stderr: stderr_r,
             exit: ExitWatch(rx),
         })
     }

@@ -23,7 +23,16 @@ use super::{JobId, JobState, JobTable, Stream};
 /// Read size. One buffer per runtime thread, not per job: reads are
 /// synchronous (`try_read` between awaits), so a thread-local is never
 /// borrowed across a suspension point.
-const CHUNK: usize = 64 * 1024;
+const CHUNK: usize = 256 * 1024;
+
+/// Pipe capacity for a stream that fills its pipe. Pipes start at the kernel
+/// default (64 KiB) and only a job whose read returns a full default pipe is
+/// grown, once: a bulk writer then costs one wake-up per MiB instead of one
+/// per 64 KiB, while a burst of quiet jobs does not pin MiBs of pipe buffers
+/// (the per-user `pipe-user-pages-soft` budget). Best effort: a refusal
+/// (`pipe-max-size`, budget) leaves the pipe as it was.
+const BULK_PIPE: usize = 1024 * 1024;
+const DEFAULT_PIPE: usize = 64 * 1024;
 
 /// Upper bound on reads per wake-up, so one chatty job cannot starve others
 /// on the same worker thread.
@@ -56,6 +65,9 @@ fn read_ready(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receiver) 
             match rx.try_read(buf) {
                 Ok(0) => return Read::Eof,
                 Ok(n) => {
+                    if n == DEFAULT_PIPE {
+                        grow(rx);
+                    }
                     if !table.push_output(id, stream, &buf[..n]) {
                         return Read::Gone;
                     }
@@ -70,6 +82,12 @@ fn read_ready(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receiver) 
         }
         Read::Open
     })
+}
+
+fn grow(rx: &pipe::Receiver) {
+    if rustix::pipe::fcntl_getpipe_size(rx.as_fd()).is_ok_and(|size| size < BULK_PIPE) {
+        let _ = rustix::pipe::fcntl_setpipe_size(rx.as_fd(), BULK_PIPE);
+    }
 }
 
 /// Reads the bytes that are in the pipe right now, bypassing tokio's

@@ -12,8 +12,9 @@
 //!
 //! # Shutdown (SPEC §2.5)
 //! On stdin EOF or SIGTERM/SIGINT/SIGQUIT: stop reading; answer every
-//! in-flight request `-32800` (the request tasks race their handler against
-//! the shutdown token); run `Init::shutdown` on every job group; log the
+//! in-flight request that is blocked `-32800` (each call's cancel token is a
+//! child of the shutdown token; a call that is not blocked completes, so a
+//! request piped in just before EOF still gets its answer); run `Init::shutdown` on every job group; log the
 //! survivors; flush stdout (bounded); return, and `main` exits 0.
 
 pub mod io;
@@ -68,6 +69,9 @@ struct Session {
     revision: Arc<OnceLock<Revision>>,
 }
 
+/// How long a call may run on after shutdown began before it is answered
+/// `-32800` regardless.
+const ANSWER_BACKSTOP: Duration = Duration::from_millis(500);
 /// How long in-flight requests get to write their `-32800` at shutdown.
 const ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// How long the writer gets to flush at exit (the client may not be reading).
@@ -280,7 +284,10 @@ impl Session {
     /// cancel that follows it on the wire finds it) and runs it in its own
     /// task, which yields the response line.
     fn start_call(&self, id: RequestId, params: Value) -> JoinHandle<String> {
-        let cancel = CancellationToken::new();
+        // A child of the shutdown token: at shutdown every call stops at its
+        // next blocking point and answers -32800, while a call that is not
+        // blocked (a status, a spawn in progress) completes normally.
+        let cancel = self.shutdown.child_token();
         self.in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -293,11 +300,13 @@ impl Session {
         self.tasks.spawn(async move {
             let progress = Progress::default();
             let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
-            let ctx = CallCtx { app: &app, cancel: &cancel, progress: &progress };
+            let ctx = CallCtx { app: &app, cancel: &cancel, shutdown: &shutdown, progress: &progress };
             let call = tools::call(&ctx, &params, revision);
             let outcome = tokio::select! {
                 biased;
-                () = shutdown.cancelled() => Err(CallError::Cancelled),
+                // Backstop: a call that does not reach a blocking point soon
+                // after shutdown is answered anyway.
+                () = async { shutdown.cancelled().await; tokio::time::sleep(ANSWER_BACKSTOP).await } => Err(CallError::Cancelled),
                 r = async {
                     match token {
                         Some(t) if !t.is_null() => {

@@ -129,7 +129,9 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
         match written {
             None => {
                 drop(slot);
-                teardown(app, id, pid).await;
+                if !ctx.shutdown.is_cancelled() {
+                    teardown(app, id, pid).await;
+                }
                 return Err(Fail::Cancelled);
             }
             Some(Err(e)) => {
@@ -151,7 +153,11 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
     ctx.progress.phase("command still running");
     match await_terminal(jobs, id, None, ctx.cancel).await {
         Err(Fail::Cancelled) => {
-            teardown(app, id, pid).await;
+            // At shutdown the server tears every job down itself, after
+            // answering; a plain cancel has to do it here.
+            if !ctx.shutdown.is_cancelled() {
+                teardown(app, id, pid).await;
+            }
             Err(Fail::Cancelled)
         }
         Err(other) => Err(other),

@@ -34,8 +34,11 @@ use crate::server::progress::Progress;
 pub struct CallCtx<'a> {
     /// Shared server state.
     pub app: &'a Arc<App>,
-    /// Cancelled by `notifications/cancelled` for this request.
+    /// Cancelled by `notifications/cancelled` for this request, and by
+    /// shutdown (it is a child of [`CallCtx::shutdown`]).
     pub cancel: &'a CancellationToken,
+    /// Cancelled when the server shuts down.
+    pub shutdown: &'a CancellationToken,
     /// The progress phase for the ticker.
     pub progress: &'a Progress,
 }
