@@ -50,6 +50,12 @@ pub use signal::{ParseSignalError, Signal};
 pub use signals::Event;
 pub use spawn::{Program, SpawnError, SpawnSpec, Spawned};
 
+/// Returns free heap memory to the kernel; call when the application goes
+/// idle (glibc otherwise keeps freed memory of every arena).
+pub fn trim_heap() {
+    sys::trim_heap();
+}
+
 /// A process id (also used as a process-group id: a job's pgid is its pid).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pid(pub i32);

@@ -17,7 +17,7 @@
 //! [`SpawnError`] whose text reads like the Go reference's
 //! (`chdir /x: no such file or directory`), never as a panic.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -116,23 +116,46 @@ fn errno_text(e: &io::Error) -> String {
     }
 }
 
-/// Builds the child's environment: the server's, with `overrides` layered on
-/// top (a later override of the same name wins).
-fn environment(overrides: &[(OsString, OsString)]) -> Result<Vec<CString>, SpawnError> {
-    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    for (k, v) in overrides {
-        match vars.iter_mut().find(|(name, _)| name == k) {
-            Some(slot) => slot.1 = v.clone(),
-            None => vars.push((k.clone(), v.clone())),
+/// The server's own environment as `NAME=value` strings, read once: the
+/// server never changes its environment, and re-reading it for every job
+/// would cost ~60 allocations per spawn.
+fn base_environment() -> &'static [(OsString, CString)] {
+    static BASE: std::sync::OnceLock<Vec<(OsString, CString)>> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let mut entry = k.clone().into_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_bytes());
+                CString::new(entry).ok().map(|c| (k, c))
+            })
+            .collect()
+    })
+}
+
+/// The `NAME=value` strings of `overrides` (a later override of the same
+/// name wins).
+fn override_entries(overrides: &[(OsString, OsString)]) -> Result<Vec<CString>, SpawnError> {
+    let mut out = Vec::with_capacity(overrides.len());
+    for (i, (k, v)) in overrides.iter().enumerate() {
+        if overrides[i + 1..].iter().any(|(later, _)| later == k) {
+            continue;
         }
+        let mut entry = k.clone().into_vec();
+        entry.push(b'=');
+        entry.extend_from_slice(v.as_bytes());
+        out.push(CString::new(entry).map_err(|_| SpawnError::Nul("an environment variable"))?);
     }
-    vars.into_iter()
-        .map(|(k, v)| {
-            let mut entry = k.into_vec();
-            entry.push(b'=');
-            entry.extend_from_slice(v.as_bytes());
-            CString::new(entry).map_err(|_| SpawnError::Nul("an environment variable"))
-        })
+    Ok(out)
+}
+
+/// The child's environment: the server's, with `overrides` layered on top.
+fn environment<'a>(overrides: &[(OsString, OsString)], entries: &'a [CString]) -> Vec<&'a CStr> {
+    base_environment()
+        .iter()
+        .filter(|(name, _)| !overrides.iter().any(|(k, _)| k == name))
+        .map(|(_, entry)| entry.as_c_str())
+        .chain(entries.iter().map(CString::as_c_str))
         .collect()
 }
 
@@ -173,7 +196,8 @@ impl Init {
             .iter()
             .map(|a| cstring(a, "an argument"))
             .collect::<Result<Vec<_>, _>>()?;
-        let envp = environment(&spec.env)?;
+        let entries = override_entries(&spec.env)?;
+        let envp = environment(&spec.env, &entries);
         let cwd = match &spec.cwd {
             None => None,
             Some(cwd) => {

@@ -84,6 +84,15 @@ pub(crate) fn tune_malloc() {
     }
 }
 
+/// Returns free heap memory to the kernel (`malloc_trim(0)`): glibc keeps
+/// freed blocks of every thread's arena otherwise, so a burst of jobs would
+/// leave the idle server several MiB larger than before it.
+pub(crate) fn trim_heap() {
+    // SAFETY: malloc_trim only releases memory that is free; it is
+    // thread-safe (it locks each arena).
+    unsafe { libc::malloc_trim(0) };
+}
+
 /// Sends signal `sig` (0 = existence probe) to `pid` with kill(2) semantics:
 /// `pid > 0` one process, `pid < -1` a process group, `-1` every process we
 /// may signal. Raw numbers are used because jobs may be sent real-time signals,
@@ -134,7 +143,7 @@ pub(crate) struct SpawnArgs<'a> {
     /// Its argv (argv[0] included).
     pub(crate) argv: &'a [CString],
     /// Its complete environment (`NAME=value`).
-    pub(crate) envp: &'a [CString],
+    pub(crate) envp: &'a [&'a CStr],
     /// Directory to change to in the child.
     pub(crate) cwd: Option<&'a CStr>,
     /// Descriptors that become the child's 0, 1 and 2.

@@ -221,9 +221,18 @@ impl JobTable {
     }
 
     /// Records the terminal state and wakes waiters.
+    ///
+    /// A terminal job's stdin is closed here: nobody can write to it any
+    /// more (`input` refuses), and every descriptor the server keeps open is
+    /// one more that each later spawn has to copy and close at exec. (If a
+    /// write is in progress it holds the slot; it fails with EPIPE and closes
+    /// it itself.)
     pub fn set_terminal(&self, id: JobId, state: JobState) {
         if let Some(job) = self.lock().jobs.get_mut(&id) {
             job.state = state;
+            if let Ok(mut stdin) = job.stdin.try_lock() {
+                *stdin = None;
+            }
         }
         self.changed.notify_waiters();
     }
@@ -245,6 +254,7 @@ impl JobTable {
             job.removed.cancel();
             self.changed.notify_waiters();
         }
+        self.trim_if_idle();
         claim
     }
 
@@ -295,6 +305,7 @@ impl JobTable {
             }
         }
         self.changed.notify_waiters();
+        self.trim_if_idle();
         Ok(out)
     }
 
@@ -310,6 +321,14 @@ impl JobTable {
     /// The process groups of every job in the table (for shutdown).
     pub fn pgids(&self) -> Vec<Pid> {
         self.lock().jobs.values().filter_map(|j| j.pgid).collect()
+    }
+
+    /// When the table has just become empty, hands freed memory back to the
+    /// kernel, so an idle server stays small after a burst or a big output.
+    fn trim_if_idle(&self) {
+        if self.lock().jobs.is_empty() {
+            init::trim_heap();
+        }
     }
 
     /// Removes a job whatever its state (teardown of a cancelled execute).

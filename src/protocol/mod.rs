@@ -210,6 +210,52 @@ pub fn error_line(id: Option<&RequestId>, code: ErrorCode, message: &str) -> Str
     })
 }
 
+/// A message for the writer: a ready line, or a success response that is
+/// serialised straight into the output stream (a tool result can be
+/// megabytes; it is never materialised as one string).
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A complete line (without its newline).
+    Line(String),
+    /// `{"jsonrpc":"2.0","id":…,"result":<result>}`.
+    Result {
+        /// The request's id.
+        id: RequestId,
+        /// The result, serialised on write.
+        result: crate::tools::ToolResult,
+    },
+}
+
+impl Outgoing {
+    /// Writes the message (without the newline).
+    pub fn write_to<W: std::io::Write>(&self, w: W) -> std::io::Result<()> {
+        match self {
+            Outgoing::Line(line) => {
+                let mut w = w;
+                w.write_all(line.as_bytes())
+            }
+            Outgoing::Result { id, result } => serde_json::to_writer(
+                w,
+                &ResponseOut {
+                    jsonrpc: "2.0",
+                    id: id.to_value(),
+                    result: Some(result),
+                    error: None,
+                },
+            )
+            .map_err(std::io::Error::from),
+        }
+    }
+
+    /// The message as one string (for batch answers, which join several).
+    pub fn into_line(self) -> String {
+        match self {
+            Outgoing::Line(line) => line,
+            Outgoing::Result { id, result } => success_line(&id, &result),
+        }
+    }
+}
+
 /// A notification line.
 pub fn notification_line<T: Serialize>(method: &str, params: &T) -> String {
     to_line(&NotificationOut {

@@ -10,8 +10,8 @@
 //!
 //! - The reader frames lines with [`LineSplitter`] (bounded memory) and sends
 //!   them over a bounded channel; it ends with [`Input::Eof`].
-//! - The writer receives whole lines, writes each with its `\n` and flushes
-//!   when no more lines are queued. Writes of whole lines are therefore never
+//! - The writer receives whole messages, serialises each straight into a
+//!   buffered stdout with its `\n`, and flushes when no more are queued. Writes of whole lines are therefore never
 //!   interleaved.
 
 use std::io::{BufWriter, Read, Write};
@@ -19,6 +19,7 @@ use std::thread;
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::protocol::Outgoing;
 use crate::protocol::line::{Line, LineSplitter};
 
 /// What the reader thread sends.
@@ -61,7 +62,7 @@ pub fn spawn_reader(max_line: usize) -> std::io::Result<mpsc::Receiver<Input>> {
 /// A handle to the writer thread.
 pub struct Writer {
     /// Queue of lines to write.
-    pub tx: mpsc::Sender<String>,
+    pub tx: mpsc::Sender<Outgoing>,
     /// Fires when the writer has flushed everything and stopped (all senders
     /// dropped), or stdout failed.
     pub done: oneshot::Receiver<()>,
@@ -69,7 +70,7 @@ pub struct Writer {
 
 /// Starts the stdout writer.
 pub fn spawn_writer() -> std::io::Result<Writer> {
-    let (tx, mut rx) = mpsc::channel::<String>(1024);
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(1024);
     let (done_tx, done) = oneshot::channel();
     thread::Builder::new()
         .name("stdout".into())
@@ -78,8 +79,8 @@ pub fn spawn_writer() -> std::io::Result<Writer> {
             'lines: while let Some(line) = rx.blocking_recv() {
                 let mut next = Some(line);
                 while let Some(line) = next {
-                    if out
-                        .write_all(line.as_bytes())
+                    if line
+                        .write_to(&mut out)
                         .and_then(|()| out.write_all(b"\n"))
                         .is_err()
                     {

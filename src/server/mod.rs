@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::jobs::JobTable;
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
-use crate::protocol::{self, ErrorCode, Incoming, RequestId};
+use crate::protocol::{self, ErrorCode, Incoming, Outgoing, RequestId};
 use crate::tools::{self, CallCtx, CallError};
 use progress::Progress;
 
@@ -62,7 +62,7 @@ type InFlight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
 
 struct Session {
     app: Arc<App>,
-    out: mpsc::Sender<String>,
+    out: mpsc::Sender<Outgoing>,
     in_flight: InFlight,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -139,7 +139,7 @@ pub async fn run(
 
 impl Session {
     async fn send(&self, line: String) {
-        let _ = self.out.send(line).await;
+        let _ = self.out.send(Outgoing::Line(line)).await;
     }
 
     async fn on_line(&self, line: Line) {
@@ -189,9 +189,11 @@ impl Session {
             self.tasks.spawn(async move {
                 let mut lines = Vec::with_capacity(replies.len());
                 for reply in replies {
-                    lines.push(reply.line().await);
+                    lines.push(reply.message().await.into_line());
                 }
-                let _ = out.send(format!("[{}]", lines.join(","))).await;
+                let _ = out
+                    .send(Outgoing::Line(format!("[{}]", lines.join(","))))
+                    .await;
             });
             return;
         }
@@ -200,7 +202,7 @@ impl Session {
             Some(later) => {
                 let out = self.out.clone();
                 self.tasks.spawn(async move {
-                    let _ = out.send(later.line().await).await;
+                    let _ = out.send(later.message().await).await;
                 });
             }
             None => {}
@@ -283,7 +285,7 @@ impl Session {
     /// Registers the request as in flight (before its task exists, so a
     /// cancel that follows it on the wire finds it) and runs it in its own
     /// task, which yields the response line.
-    fn start_call(&self, id: RequestId, params: Value) -> JoinHandle<String> {
+    fn start_call(&self, id: RequestId, params: Value) -> JoinHandle<Outgoing> {
         // A child of the shutdown token: at shutdown every call stops at its
         // next blocking point and answers -32800, while a call that is not
         // blocked (a status, a spawn in progress) completes normally.
@@ -318,11 +320,15 @@ impl Session {
             };
             in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             match outcome {
-                Ok(result) => protocol::success_line(&id, &result),
-                Err(CallError::Cancelled) => {
-                    protocol::error_line(Some(&id), ErrorCode::REQUEST_CANCELLED, "request cancelled")
+                Ok(result) => Outgoing::Result { id, result },
+                Err(CallError::Cancelled) => Outgoing::Line(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::REQUEST_CANCELLED,
+                    "request cancelled",
+                )),
+                Err(CallError::Protocol(code, msg)) => {
+                    Outgoing::Line(protocol::error_line(Some(&id), code, &msg))
                 }
-                Err(CallError::Protocol(code, msg)) => protocol::error_line(Some(&id), code, &msg),
             }
         })
     }
@@ -331,19 +337,19 @@ impl Session {
 /// A response: ready now, or the line a request task will produce.
 enum Reply {
     Now(String),
-    Later(JoinHandle<String>),
+    Later(JoinHandle<Outgoing>),
 }
 
 impl Reply {
-    async fn line(self) -> String {
+    async fn message(self) -> Outgoing {
         match self {
-            Reply::Now(line) => line,
+            Reply::Now(line) => Outgoing::Line(line),
             Reply::Later(task) => task.await.unwrap_or_else(|e| {
-                protocol::error_line(
+                Outgoing::Line(protocol::error_line(
                     None,
                     ErrorCode::INTERNAL_ERROR,
                     &format!("request task failed: {e}"),
-                )
+                ))
             }),
         }
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::protocol;
+use crate::protocol::{self, Outgoing};
 
 /// The tool's side: which phase message the next tick carries.
 #[derive(Clone, Default)]
@@ -38,7 +38,7 @@ pub async fn with_ticker<T>(
     progress: &Progress,
     token: Value,
     every: Duration,
-    out: &mpsc::Sender<String>,
+    out: &mpsc::Sender<Outgoing>,
 ) -> T {
     tokio::pin!(call);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -55,7 +55,7 @@ pub async fn with_ticker<T>(
                         "notifications/progress",
                         &json!({"progressToken": token, "progress": n, "message": message}),
                     );
-                    let _ = out.send(line).await;
+                    let _ = out.send(Outgoing::Line(line)).await;
                 }
             }
         }

@@ -95,7 +95,7 @@ pub async fn call(
     ctx: &CallCtx<'_>,
     params: &Value,
     revision: Revision,
-) -> Result<Value, CallError> {
+) -> Result<ToolResult, CallError> {
     let Some(params) = params.as_object() else {
         return Err(CallError::Protocol(
             ErrorCode::INVALID_PARAMS,
@@ -113,8 +113,8 @@ pub async fn call(
         None | Some(Value::Null) => &empty,
         Some(Value::Object(m)) => m,
         Some(_) => {
-            return Ok(error_result(
-                "invalid arguments: \"arguments\" must be an object",
+            return Ok(ToolResult::Error(
+                "invalid arguments: \"arguments\" must be an object".into(),
             ));
         }
     };
@@ -134,34 +134,90 @@ pub async fn call(
         }
     };
     match outcome {
-        Ok(value) => Ok(success_result(value, revision)),
-        Err(Fail::Message(m)) => Ok(error_result(&m)),
+        Ok(value) => Ok(ToolResult::Success {
+            value,
+            structured: revision.has_structured_output(),
+        }),
+        Err(Fail::Message(m)) => Ok(ToolResult::Error(m)),
         Err(Fail::Cancelled) => Err(CallError::Cancelled),
     }
 }
 
-/// The text block is the compact JSON of the result in every revision (SPEC §3: `wait`'s
-/// is an array); only `structuredContent`, which MCP requires to be an object, wraps an
-/// array as `{"results": […]}`.
-fn success_result(value: Value, revision: Revision) -> Value {
-    let text = value.to_string();
-    if revision.has_structured_output() {
-        let structured = match value {
-            Value::Array(items) => json!({"results": items}),
-            other => other,
-        };
-        json!({
-            "content": [{"type": "text", "text": text}],
-            "structuredContent": structured,
-            "isError": false,
-        })
-    } else {
-        json!({"content": [{"type": "text", "text": text}], "isError": false})
-    }
+/// A `tools/call` result, serialised straight into the output stream.
+///
+/// Success: `{"content":[{"type":"text","text":<compact JSON>}],
+/// "structuredContent"?:<object>,"isError":false}`. The text block is the
+/// compact JSON of the result in every revision (SPEC §3: `wait`'s is an
+/// array); only `structuredContent` (from 2025-06-18 on), which MCP requires
+/// to be an object, wraps an array as `{"results": […]}`. The text is
+/// produced by streaming the value through the string escaper
+/// (`collect_str`), so a megabyte of output is never held twice.
+///
+/// Failure: `{"content":[{"type":"text","text":<message>}],"isError":true}`.
+#[derive(Debug)]
+pub enum ToolResult {
+    /// The tool succeeded.
+    Success {
+        /// Its result.
+        value: Value,
+        /// Whether to add `structuredContent`.
+        structured: bool,
+    },
+    /// The tool failed with this message.
+    Error(String),
 }
 
-fn error_result(message: &str) -> Value {
-    json!({"content": [{"type": "text", "text": message}], "isError": true})
+impl serde::Serialize for ToolResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+
+        /// `{"type":"text","text":<compact JSON of the value>}`.
+        struct JsonText<'a>(&'a Value);
+        impl serde::Serialize for JsonText<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                struct Compact<'a>(&'a Value);
+                impl serde::Serialize for Compact<'_> {
+                    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        // `Value`'s Display is its compact JSON, written in pieces.
+                        s.collect_str(self.0)
+                    }
+                }
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("type", "text")?;
+                m.serialize_entry("text", &Compact(self.0))?;
+                m.end()
+            }
+        }
+        /// The value as an object: arrays go under `results`.
+        struct Structured<'a>(&'a Value);
+        impl serde::Serialize for Structured<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                if self.0.is_array() {
+                    let mut m = s.serialize_map(Some(1))?;
+                    m.serialize_entry("results", self.0)?;
+                    m.end()
+                } else {
+                    self.0.serialize(s)
+                }
+            }
+        }
+
+        let mut m = s.serialize_map(None)?;
+        match self {
+            ToolResult::Success { value, structured } => {
+                m.serialize_entry("content", &[JsonText(value)])?;
+                if *structured {
+                    m.serialize_entry("structuredContent", &Structured(value))?;
+                }
+                m.serialize_entry("isError", &false)?;
+            }
+            ToolResult::Error(message) => {
+                m.serialize_entry("content", &[json!({"type": "text", "text": message})])?;
+                m.serialize_entry("isError", &true)?;
+            }
+        }
+        m.end()
+    }
 }
 
 /// How a wait for one job ended.
