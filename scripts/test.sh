@@ -5,7 +5,8 @@
 #   2. runs every Rust test: unit tests, the init crate's process tests
 #      (real PID 1 via unshare), and the integration suite on four targets
 #      (bare binary, PID 1 under unshare, the scratch image, the tini image),
-#   3. runs the interop suite against real MCP clients (interop/run.sh).
+#   3. runs the benchmark harness in smoke mode,
+#   4. runs the interop suite against real MCP clients (interop/run.sh).
 # Tests needing root/unshare/podman fail when CI is set and skip (with a
 # printed reason) elsewhere.
 set -euo pipefail
@@ -21,6 +22,12 @@ else
 fi
 
 cargo test --workspace --locked
+
+# The benchmark harness in smoke mode (a few iterations; no timing asserted),
+# so that it cannot rot. Full runs: see BENCHMARKS.md.
+RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked \
+    --target x86_64-unknown-linux-gnu -p mcp-exec
+cargo run --release --locked -p bench -- --smoke
 
 # Real MCP clients: Python SDK, TypeScript SDK, MCP Inspector CLI (pinned).
 bash interop/run.sh </dev/null
