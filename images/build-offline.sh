@@ -58,7 +58,7 @@ if [[ -n ${MCP_EXEC_BINARY:-} ]]; then
 else
     command -v cargo >/dev/null || die "cargo not found (or set MCP_EXEC_BINARY)"
     say "cargo build --release --target $target (crt-static)"
-    RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target "$target"
+    RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target "$target"
     binary=${CARGO_TARGET_DIR:-target}/$target/release/mcp-exec
 fi
 

@@ -25,7 +25,7 @@ cargo test --workspace --locked
 
 # The benchmark harness in smoke mode (a few iterations; no timing asserted),
 # so that it cannot rot. Full runs: see BENCHMARKS.md.
-RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked \
+RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --locked \
     --target x86_64-unknown-linux-gnu -p mcp-exec
 cargo run --release --locked -p bench -- --smoke
 

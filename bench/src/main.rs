@@ -4,7 +4,7 @@
 //! the same figures as JSON.
 //!
 //! ```text
-//! RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu
+//! RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu
 //! cargo run --release -p bench                 # full run (~1 min)
 //! cargo run --release -p bench -- --smoke      # a few iterations: the harness works
 //! ```
@@ -59,7 +59,7 @@ const DEFAULT_BINARY: &str = "target/x86_64-unknown-linux-gnu/release/mcp-exec";
 const DEFAULT_JSON: &str = "bench/results/latest.json";
 /// Smoke runs write elsewhere, so that CI never overwrites a full run's figures.
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
-const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu";
+const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
 const SCENARIOS: [&str; 7] = [
     "size",
