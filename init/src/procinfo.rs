@@ -8,7 +8,6 @@
 
 use std::fmt;
 
-use procfs::FromRead;
 use procfs::process::Stat;
 
 /// One process that outlived a signal.
@@ -33,7 +32,7 @@ impl Survivor {
     /// Builds a survivor from a parsed `stat` and an optional `wchan`.
     /// `self_pid` is this process's pid; `parent_alive` says whether the
     /// parent still exists.
-    pub fn from_stat(
+    pub(crate) fn from_stat(
         stat: &Stat,
         wchan: Option<String>,
         self_pid: i32,
@@ -53,8 +52,9 @@ impl Survivor {
     }
 
     /// Parses the text of a `/proc/<pid>/stat` file.
-    pub fn parse_stat(text: &str) -> Option<Stat> {
-        Stat::from_read(text.as_bytes()).ok()
+    #[cfg(test)]
+    fn parse_stat(text: &str) -> Option<Stat> {
+        procfs::FromRead::from_read(text.as_bytes()).ok()
     }
 
     /// Whether this process is in uninterruptible sleep.

@@ -5,10 +5,11 @@
 //! group-death waits subscribe to.
 //!
 //! # Invariants
-//! - Nothing else calls `wait*` on our children: not tokio, not std's `Child`
-//!   (its handles are dropped unwaited). The one exception is std itself, which
-//!   reaps a child whose `exec` failed before `spawn` returns; that happens
-//!   inside the registry lock (see below), so it cannot race a sweep.
+//! - Nothing else calls `wait*` on our children: jobs are started with
+//!   `posix_spawnp`, not std's `Command`, and nothing holds a `Child`. The one
+//!   exception is glibc itself, which reaps a child whose `exec` failed before
+//!   `posix_spawnp` returns; that happens inside the registry lock (see
+//!   below), so it cannot race a sweep.
 //! - **Exit before registration is impossible by construction.** `spawn`
 //!   holds the registry lock from before `fork` until the pid is inserted, and
 //!   the reaper only calls `waitpid` while holding the same lock. A child that

@@ -9,9 +9,9 @@
 //! server's environment with `env` layered on top.
 //!
 //! Spawning uses `posix_spawnp` (vfork-style) rather than std's `Command`:
-//! std needs a `pre_exec` hook to set the child's mask, which forces a full
-//! `fork` per job, and std's own reaping of a failed exec would be a second
-//! `wait` beside the reaper.
+//! std does not reset the signal mask, so it would need a `pre_exec` hook to
+//! set it, which forces a full `fork` per job; and std's own reaping of a
+//! failed exec would be a second `wait` beside the reaper.
 //!
 //! Failures to start (bad cwd, missing shell, exec error) are returned as a
 //! [`SpawnError`] whose text reads like the Go reference's
