@@ -414,3 +414,98 @@ fn tool_results_keep_the_same_text_in_every_protocol_revision() {
         assert_eq!(text[0]["stdout"]["data"], json!("done\n"), "{version}");
     }
 }
+
+#[test]
+fn structured_content_and_output_schemas_appear_from_2025_06_18_and_annotations_from_2025_03_26() {
+    for (version, annotated, structured) in [
+        ("2024-11-05", false, false),
+        ("2025-03-26", true, false),
+        ("2025-06-18", true, true),
+        ("2025-11-25", true, true),
+    ] {
+        let mut s = Server::start(Target::Bare);
+        s.initialize(version);
+        let tools = s.request("tools/list", json!({}))["result"]["tools"].clone();
+        for tool in tools.as_array().expect("tools") {
+            let name = tool["name"].as_str().expect("name");
+            assert_eq!(
+                tool.get("annotations").is_some(),
+                annotated,
+                "{version} {name}: {tool}"
+            );
+            assert_eq!(
+                tool.get("outputSchema").is_some(),
+                structured,
+                "{version} {name}: {tool}"
+            );
+            assert_eq!(
+                tool.get("title").is_some(),
+                structured,
+                "{version} {name}: {tool}"
+            );
+            if annotated {
+                let read_only = ["status", "output", "list_jobs", "wait"].contains(&name);
+                assert_eq!(
+                    tool["annotations"]["readOnlyHint"],
+                    json!(read_only),
+                    "{name}"
+                );
+                if !read_only {
+                    assert_eq!(
+                        tool["annotations"]["destructiveHint"],
+                        json!(true),
+                        "{name}"
+                    );
+                    assert_eq!(
+                        tool["annotations"]["idempotentHint"],
+                        json!(false),
+                        "{name}"
+                    );
+                }
+            }
+        }
+        let job = s.spawn_job("echo hi");
+        let r = s.call_result("wait", json!({"job_ids": [job]}));
+        match r.get("structuredContent") {
+            Some(sc) if structured => {
+                assert_eq!(sc["results"], tool_json(&r), "{version}: {r}");
+                assert_eq!(
+                    sc["results"][0]["stdout"]["data"],
+                    json!("hi\n"),
+                    "{version}"
+                );
+            }
+            None if !structured => {}
+            other => panic!("{version}: structuredContent {other:?} in {r}"),
+        }
+        let r = s.call_result("list_jobs", json!({}));
+        if structured {
+            assert_eq!(r["structuredContent"], tool_json(&r), "{version}: {r}");
+        }
+    }
+}
+
+#[test]
+fn a_batch_in_a_2025_03_26_session_is_answered_with_one_array_in_request_order() {
+    let mut s = Server::start(Target::Bare);
+    s.initialize("2025-03-26");
+    s.send_raw(
+        r#"[{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 0.3; echo slow"}}},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"no/such"}]"#,
+    );
+    let msg = next(&mut s);
+    let items = msg
+        .as_array()
+        .unwrap_or_else(|| panic!("expected one array, got {msg}"));
+    assert_eq!(items.len(), 3, "the notification gets no entry: {msg}");
+    assert_eq!(items[0]["id"], json!("slow"));
+    assert_eq!(
+        tool_json(&items[0]["result"])["stdout"]["data"],
+        json!("slow\n")
+    );
+    assert_eq!(items[1]["id"], json!(2));
+    assert_eq!(items[1]["result"], json!({}));
+    assert_error(&items[2], &json!(3), -32601);
+    s.send_raw("[]");
+    assert_error(&next(&mut s), &Value::Null, -32600);
+    assert_still_serving(&mut s);
+}

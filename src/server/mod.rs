@@ -180,7 +180,7 @@ impl Session {
             // order, once every request in it has been answered.
             let replies: Vec<Reply> = items
                 .into_iter()
-                .filter_map(|item| self.on_message(Incoming::classify(item)))
+                .filter_map(|item| self.on_message(Incoming::classify(item), true))
                 .collect();
             if replies.is_empty() {
                 return;
@@ -197,22 +197,20 @@ impl Session {
             });
             return;
         }
-        match self.on_message(Incoming::classify(value)) {
+        match self.on_message(Incoming::classify(value), false) {
             Some(Reply::Now(line)) => self.send(line).await,
-            Some(later) => {
-                let out = self.out.clone();
-                self.tasks.spawn(async move {
-                    let _ = out.send(later.message().await).await;
-                });
-            }
-            None => {}
+            // A single call's task sends its own response.
+            Some(Reply::Later(_)) | None => {}
         }
     }
 
-    /// Handles one message; returns its response, if it gets one.
-    fn on_message(&self, msg: Incoming) -> Option<Reply> {
+    /// Handles one message; returns its response, if it gets one. Outside a
+    /// batch, a `tools/call` task sends its response itself.
+    fn on_message(&self, msg: Incoming, batch: bool) -> Option<Reply> {
         match msg {
-            Incoming::Request { id, method, params } => Some(self.on_request(id, method, params)),
+            Incoming::Request { id, method, params } => {
+                Some(self.on_request(id, method, params, batch))
+            }
             Incoming::Notification { method, params } => {
                 self.on_notification(&method, &params);
                 None
@@ -245,7 +243,7 @@ impl Session {
         }
     }
 
-    fn on_request(&self, id: RequestId, method: String, params: Value) -> Reply {
+    fn on_request(&self, id: RequestId, method: String, params: Value, batch: bool) -> Reply {
         let line = match method.as_str() {
             "initialize" => {
                 let requested = params.get("protocolVersion").and_then(Value::as_str);
@@ -265,7 +263,7 @@ impl Session {
             "tools/list" => {
                 protocol::success_line(&id, &json!({"tools": tools::list(self.revision())}))
             }
-            "tools/call" => return Reply::Later(self.start_call(id, params)),
+            "tools/call" => return Reply::Later(self.start_call(id, params, !batch)),
             _ => protocol::error_line(
                 Some(&id),
                 ErrorCode::METHOD_NOT_FOUND,
@@ -285,7 +283,12 @@ impl Session {
     /// Registers the request as in flight (before its task exists, so a
     /// cancel that follows it on the wire finds it) and runs it in its own
     /// task, which yields the response line.
-    fn start_call(&self, id: RequestId, params: Value) -> JoinHandle<Outgoing> {
+    fn start_call(
+        &self,
+        id: RequestId,
+        params: Value,
+        deliver: bool,
+    ) -> JoinHandle<Option<Outgoing>> {
         // A child of the shutdown token: at shutdown every call stops at its
         // next blocking point and answers -32800, while a call that is not
         // blocked (a status, a spawn in progress) completes normally.
@@ -319,7 +322,7 @@ impl Session {
                 } => r,
             };
             in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            match outcome {
+            let message = match outcome {
                 Ok(result) => Outgoing::Result { id, result },
                 Err(CallError::Cancelled) => Outgoing::Line(protocol::error_line(
                     Some(&id),
@@ -329,28 +332,37 @@ impl Session {
                 Err(CallError::Protocol(code, msg)) => {
                     Outgoing::Line(protocol::error_line(Some(&id), code, &msg))
                 }
+            };
+            if deliver {
+                let _ = out.send(message).await;
+                None
+            } else {
+                Some(message)
             }
         })
     }
 }
 
-/// A response: ready now, or the line a request task will produce.
+/// A response: ready now, or produced by a request task (which sends it
+/// itself unless the request is part of a batch).
 enum Reply {
     Now(String),
-    Later(JoinHandle<Outgoing>),
+    Later(JoinHandle<Option<Outgoing>>),
 }
 
 impl Reply {
+    /// The response of a batch member (whose task does not send it itself).
     async fn message(self) -> Outgoing {
+        let failed = |why: String| {
+            Outgoing::Line(protocol::error_line(None, ErrorCode::INTERNAL_ERROR, &why))
+        };
         match self {
             Reply::Now(line) => Outgoing::Line(line),
-            Reply::Later(task) => task.await.unwrap_or_else(|e| {
-                Outgoing::Line(protocol::error_line(
-                    None,
-                    ErrorCode::INTERNAL_ERROR,
-                    &format!("request task failed: {e}"),
-                ))
-            }),
+            Reply::Later(task) => match task.await {
+                Ok(Some(message)) => message,
+                Ok(None) => failed("request task sent its response itself".into()),
+                Err(e) => failed(format!("request task failed: {e}")),
+            },
         }
     }
 }
