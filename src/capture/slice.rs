@@ -674,4 +674,66 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn any_spec_on_any_window_yields_a_consistent_slice_and_never_panics() {
+        // Mostly multi-byte UTF-8 and invalid bytes, small windows, random
+        // chunking and random specs: the invariants of the module doc hold.
+        let alphabet: &[&[u8]] = &[
+            b"a",
+            b"\n",
+            "\u{e9}".as_bytes(),
+            "\u{2192}".as_bytes(),
+            "\u{1f600}".as_bytes(),
+            b"\xff",
+            b"\x80",
+            b"\0",
+        ];
+        let noise = xorshift_bytes(7, 40_000);
+        let mut n = noise.iter().map(|&b| usize::from(b));
+        let mut next = move || n.next().unwrap_or(0);
+        for _ in 0..300 {
+            let max = 1 + next() % 40;
+            let mut w = Window::new(max);
+            let mut all = Vec::new();
+            for _ in 0..next() % 12 {
+                let mut chunk = Vec::new();
+                for _ in 0..next() % 9 {
+                    chunk.extend_from_slice(alphabet[next() % alphabet.len()]);
+                }
+                w.push(&chunk);
+                all.extend_from_slice(&chunk);
+            }
+            let total = all.len() as u64;
+            let specs = [
+                StreamSpec::All,
+                StreamSpec::Tail((next() % 6) as u64),
+                StreamSpec::From {
+                    from: (next() % 80) as u64,
+                    length: (next() % 2 == 0).then(|| (next() % 30) as u64),
+                    unaligned: next() % 2 == 0,
+                },
+            ];
+            for spec in specs {
+                let slice = w.slice(&spec).expect("a slice");
+                assert_eq!(slice.total_bytes, total, "{spec:?}");
+                assert!(slice.offset + slice.bytes <= total, "{spec:?} {slice:?}");
+                assert!(
+                    slice.offset >= w.dropped() || slice.bytes == 0,
+                    "{spec:?} {slice:?}"
+                );
+                let raw = &all[slice.offset as usize..(slice.offset + slice.bytes) as usize];
+                assert_eq!(
+                    slice.data,
+                    crate::capture::utf8::sanitize_utf8(raw),
+                    "{spec:?}"
+                );
+                assert_eq!(
+                    slice.truncated,
+                    slice.dropped_bytes.is_some(),
+                    "{spec:?} {slice:?}"
+                );
+            }
+        }
+    }
 }
