@@ -1,3 +1,5 @@
+//! The harness itself: every target starts, answers `initialize` and runs a command.
+
 use serde_json::json;
 
 use crate::support::{Server, Target};
