@@ -37,26 +37,35 @@ pub fn group_exists(pgid: Pid) -> bool {
     }
 }
 
-/// Longest pause between re-checks when no reap event arrives.
-const FALLBACK_MAX: Duration = Duration::from_millis(200);
-
 impl Init {
     /// Waits until group `pgid` is empty or `timeout` passes; returns whether
     /// it is empty.
-    ///
-    /// Wakes on every reap sweep (the usual way the last member goes: we reap
-    /// it as its subreaper/init). A member can also leave without any event we
-    /// see (`setsid`, or reaped by a parent outside the group), so a backing-off
-    /// re-check (1 ms doubling to 200 ms) covers those cases.
     pub async fn wait_group_empty(&self, pgid: Pid, timeout: Duration) -> bool {
+        self.wait_until(Instant::now() + timeout, || !group_exists(pgid))
+            .await
+    }
+
+    /// Waits until `done()` holds or `deadline` passes; returns the last
+    /// answer of `done()`.
+    ///
+    /// Re-checks on every reap sweep: the usual way a process goes is that
+    /// we reap it, as its parent, subreaper or init. A process can also go
+    /// without any event we see (`setsid`, or reaped by a parent outside
+    /// the group), so a backing-off re-check (1 ms doubling to 200 ms) covers
+    /// those cases.
+    pub(crate) async fn wait_until(
+        &self,
+        deadline: Instant,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
+        const FALLBACK_MAX: Duration = Duration::from_millis(200);
         let mut reaped = self.shared.reaper.subscribe();
-        let deadline = Instant::now() + timeout;
         let mut fallback = Duration::from_millis(1);
         loop {
             // Mark the current generation seen *before* checking, so a reap
             // that happens after the check still wakes us.
             reaped.borrow_and_update();
-            if !group_exists(pgid) {
+            if done() {
                 return true;
             }
             let now = Instant::now();

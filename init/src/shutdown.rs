@@ -107,21 +107,13 @@ impl Init {
     /// Waits until this process has no child at all (PID 1: the namespace is
     /// empty), or `deadline`.
     async fn wait_no_children(&self, deadline: Instant) {
-        let mut reaped = self.shared.reaper.subscribe();
-        let mut fallback = Duration::from_millis(1);
-        loop {
-            reaped.borrow_and_update();
+        let reaper = &self.shared.reaper;
+        self.wait_until(deadline, || {
             // Reap here too: the signal task may be busy, and this keeps the
             // sequence correct even if SIGCHLD were lost.
-            self.shared.reaper.sweep();
-            if !self.shared.reaper.has_children() || Instant::now() >= deadline {
-                return;
-            }
-            let nap = (Instant::now() + fallback).min(deadline);
-            tokio::select! {
-                _ = reaped.changed() => {}
-                () = tokio::time::sleep_until(nap) => fallback = (fallback * 2).min(Duration::from_millis(100)),
-            }
-        }
+            reaper.sweep();
+            !reaper.has_children()
+        })
+        .await;
     }
 }
