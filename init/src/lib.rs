@@ -48,7 +48,7 @@ pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
 pub use signals::Event;
-pub use spawn::{Program, SpawnError, SpawnSpec, Spawned};
+pub use spawn::{Program, SpawnError, SpawnSpec, Spawned, errno_text};
 
 /// Returns free heap memory to the kernel; call when the application goes
 /// idle (glibc otherwise keeps freed memory of every arena).

@@ -102,7 +102,7 @@ pub enum SpawnError {
 }
 
 /// The text of an errno in the style of Go's `syscall.Errno.Error()`.
-fn errno_text(e: &io::Error) -> String {
+pub fn errno_text(e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(n) => {
             let s = nix::errno::Errno::from_raw(n).desc();

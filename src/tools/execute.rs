@@ -21,7 +21,7 @@ use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{self, Args, invalid};
-use super::{Awaited, CallCtx, Fail, Outcome, await_terminal};
+use super::{Awaited, CallCtx, Fail, Outcome, await_death, await_terminal};
 use crate::capture::CapturePolicy;
 use crate::jobs::{Claim, Job, JobId, JobState, StdinSlot, result, runner};
 use crate::server::App;
@@ -222,31 +222,16 @@ fn start(
 /// Tears a job down for a cancelled `execute`: TERM its group, give it the
 /// shutdown grace, KILL what is left, wait for the reaper, remove it.
 pub async fn teardown(app: &Arc<App>, id: JobId, pgid: Pid) {
-    let grace = app.config.shutdown_grace;
     let never = CancellationToken::new();
     let _ = init::signal_group(pgid, init::Signal::TERM);
-    let deadline = tokio::time::Instant::now() + grace;
-    let child_done = matches!(
-        await_terminal(&app.jobs, id, Some(deadline), &never).await,
-        Ok(Awaited::Terminal)
-    );
-    let group_done = app
-        .init
-        .wait_group_empty(
-            pgid,
-            deadline.saturating_duration_since(tokio::time::Instant::now()),
-        )
-        .await;
-    if !(child_done && group_done) {
+    let deadline = tokio::time::Instant::now() + app.config.shutdown_grace;
+    if !matches!(
+        await_death(app, id, pgid, deadline, &never, None).await,
+        Ok(true)
+    ) {
         let _ = init::signal_group(pgid, init::Signal::KILL);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-        let _ = await_terminal(&app.jobs, id, Some(deadline), &never).await;
-        app.init
-            .wait_group_empty(
-                pgid,
-                deadline.saturating_duration_since(tokio::time::Instant::now()),
-            )
-            .await;
+        let _ = await_death(app, id, pgid, deadline, &never, None).await;
     }
     app.jobs.remove(id);
     tracing::info!(job = %id, "cancelled execute: job torn down");

@@ -14,18 +14,7 @@ use crate::jobs::result;
 
 /// `writing stdin: broken pipe` (Go's lower-case errno style).
 pub fn write_error_text(e: &std::io::Error) -> String {
-    let text = match e.raw_os_error() {
-        Some(n) => {
-            let s = std::io::Error::from_raw_os_error(n).to_string();
-            let s = s.split(" (os error").next().unwrap_or(&s).to_owned();
-            let mut c = s.chars();
-            c.next()
-                .map(|f| f.to_lowercase().chain(c).collect())
-                .unwrap_or(s)
-        }
-        None => e.to_string(),
-    };
-    format!("writing stdin: {text}")
+    format!("writing stdin: {}", init::errno_text(e))
 }
 
 /// Runs the tool.

@@ -17,14 +17,11 @@
 //! answer says `terminated:true` with `result_delivered_elsewhere:true`
 //! instead of a second copy of the result (exactly-once delivery).
 
-use std::time::Duration;
-
 use init::{Pid, Signal};
 use serde_json::{Map, Value, json};
-use tokio::time::Instant;
 
 use super::args::{self, Args, unknown_job};
-use super::{Awaited, CallCtx, Fail, Outcome, await_terminal, deadline_in};
+use super::{CallCtx, Fail, Outcome, await_death, deadline_in};
 use crate::jobs::{Claim, JobId, result};
 
 /// Default seconds to wait for death after a signal.
@@ -138,18 +135,15 @@ fn send(pgid: Pid, sig: Signal) -> Result<(), Fail> {
 /// Waits up to `timeout` seconds for the child to be reaped and the group
 /// to drain; reports the phase to the progress ticker.
 async fn wait_dead(ctx: &CallCtx<'_>, id: JobId, pgid: Pid, timeout: f64) -> Result<bool, Fail> {
-    let deadline = deadline_in(timeout);
-    ctx.progress.phase("waiting for the process to exit");
-    match await_terminal(&ctx.app.jobs, id, Some(deadline), ctx.cancel).await? {
-        Awaited::Terminal | Awaited::Gone => {}
-        Awaited::Timeout => return Ok(false),
-    }
-    ctx.progress.phase("waiting for the process group to drain");
-    let left = deadline.saturating_duration_since(Instant::now());
-    tokio::select! {
-        empty = ctx.app.init.wait_group_empty(pgid, left.max(Duration::ZERO)) => Ok(empty),
-        () = ctx.cancel.cancelled() => Err(Fail::Cancelled),
-    }
+    await_death(
+        ctx.app,
+        id,
+        pgid,
+        deadline_in(timeout),
+        ctx.cancel,
+        Some(ctx.progress),
+    )
+    .await
 }
 
 fn detail(pgid: Pid, sig: Signal, child_running: bool) -> String {
