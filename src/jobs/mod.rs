@@ -25,6 +25,7 @@ pub mod result;
 pub mod runner;
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -239,22 +240,18 @@ impl JobTable {
 
     /// Takes the job out if it is terminal (the only way results leave).
     pub fn claim(&self, id: JobId) -> Claim {
-        let claim = {
+        let (claim, idle) = {
             let mut inner = self.lock();
-            match inner.jobs.get(&id) {
-                None => Claim::Unknown,
-                Some(job) if !job.state.is_terminal() => Claim::Running,
-                Some(_) => match inner.jobs.remove(&id) {
-                    Some(job) => Claim::Delivered(Box::new(job)),
-                    None => Claim::Unknown,
-                },
-            }
+            let claim = match inner.jobs.entry(id) {
+                Entry::Vacant(_) => Claim::Unknown,
+                Entry::Occupied(e) if !e.get().state.is_terminal() => Claim::Running,
+                Entry::Occupied(e) => Claim::Delivered(Box::new(e.remove())),
+            };
+            (claim, inner.jobs.is_empty())
         };
         if let Claim::Delivered(job) = &claim {
-            job.removed.cancel();
-            self.changed.notify_waiters();
+            self.after_removal([job.as_ref()], idle);
         }
-        self.trim_if_idle();
         claim
     }
 
@@ -267,45 +264,42 @@ impl JobTable {
     /// occurrences of it, `Running` for the rest.
     pub fn claim_terminal_among(&self, ids: &[JobId]) -> Result<Vec<WaitEntry>, JobId> {
         let mut out = Vec::with_capacity(ids.len());
-        {
+        let idle = {
             let mut inner = self.lock();
             if let Some(&missing) = ids.iter().find(|id| !inner.jobs.contains_key(id)) {
                 return Err(missing);
             }
-            if !ids
-                .iter()
-                .any(|id| inner.jobs.get(id).is_some_and(|j| j.state.is_terminal()))
-            {
-                return Ok(ids.iter().map(|&id| WaitEntry::Running(id)).collect());
-            }
             for &id in ids {
-                match inner.jobs.get(&id) {
-                    Some(job) if job.state.is_terminal() => match inner.jobs.remove(&id) {
-                        Some(job) => out.push(WaitEntry::Delivered(Box::new(job))),
-                        None => out.push(WaitEntry::Running(id)),
-                    },
-                    Some(_) => out.push(WaitEntry::Running(id)),
-                    None => {
-                        // Removed by an earlier occurrence in this same call.
-                        let state = out.iter().find_map(|e| match e {
-                            WaitEntry::Delivered(j) if j.id == id => Some(j.state.clone()),
-                            _ => None,
-                        });
-                        match state {
-                            Some(state) => out.push(WaitEntry::Repeat(id, state)),
-                            None => out.push(WaitEntry::Running(id)),
-                        }
+                let entry = match inner.jobs.entry(id) {
+                    Entry::Occupied(e) if e.get().state.is_terminal() => {
+                        WaitEntry::Delivered(Box::new(e.remove()))
                     }
-                }
+                    Entry::Occupied(_) => WaitEntry::Running(id),
+                    // Removed by an earlier occurrence in this same call.
+                    Entry::Vacant(_) => out
+                        .iter()
+                        .find_map(|e| match e {
+                            WaitEntry::Delivered(j) if j.id == id => {
+                                Some(WaitEntry::Repeat(id, j.state.clone()))
+                            }
+                            _ => None,
+                        })
+                        .unwrap_or(WaitEntry::Running(id)),
+                };
+                out.push(entry);
             }
+            inner.jobs.is_empty()
+        };
+        let delivered: Vec<&Job> = out
+            .iter()
+            .filter_map(|e| match e {
+                WaitEntry::Delivered(job) => Some(job.as_ref()),
+                _ => None,
+            })
+            .collect();
+        if !delivered.is_empty() {
+            self.after_removal(delivered, idle);
         }
-        for e in &out {
-            if let WaitEntry::Delivered(job) = e {
-                job.removed.cancel();
-            }
-        }
-        self.changed.notify_waiters();
-        self.trim_if_idle();
         Ok(out)
     }
 
@@ -323,21 +317,29 @@ impl JobTable {
         self.lock().jobs.values().filter_map(|j| j.pgid).collect()
     }
 
-    /// When the table has just become empty, hands freed memory back to the
-    /// kernel, so an idle server stays small after a burst or a big output.
-    fn trim_if_idle(&self) {
-        if self.lock().jobs.is_empty() {
+    /// After jobs left the table: stop their runners, wake waiters, and, when
+    /// the table has just become empty, hand freed memory back to the kernel
+    /// so an idle server stays small after a burst or a big output.
+    fn after_removal<'a>(&self, jobs: impl IntoIterator<Item = &'a Job>, idle: bool) {
+        for job in jobs {
+            job.removed.cancel();
+        }
+        self.changed.notify_waiters();
+        if idle {
             init::trim_heap();
         }
     }
 
     /// Removes a job whatever its state (teardown of a cancelled execute).
     pub fn remove(&self, id: JobId) -> Option<Job> {
-        let job = self.lock().jobs.remove(&id);
+        let (job, idle) = {
+            let mut inner = self.lock();
+            let job = inner.jobs.remove(&id);
+            (job, inner.jobs.is_empty())
+        };
         if let Some(job) = &job {
-            job.removed.cancel();
+            self.after_removal([job], idle);
         }
-        self.changed.notify_waiters();
         job
     }
 }

@@ -146,24 +146,41 @@ pub async fn run(table: Arc<JobTable>, id: JobId, io: Io, removed: CancellationT
                 table.set_terminal(id, state);
             }
             ready = readable(out.as_ref()), if out.is_some() => {
-                if ready.is_err() { out = None; continue; }
-                match out.as_ref().map(|rx| read_ready(&table, id, Stream::Stdout, rx)) {
-                    Some(Read::Open) => {}
-                    Some(Read::Gone) => return,
-                    Some(Read::Eof) | None => out = None,
+                if !on_readable(&table, id, Stream::Stdout, &mut out, ready) {
+                    return;
                 }
             }
             ready = readable(err.as_ref()), if err.is_some() => {
-                if ready.is_err() { err = None; continue; }
-                match err.as_ref().map(|rx| read_ready(&table, id, Stream::Stderr, rx)) {
-                    Some(Read::Open) => {}
-                    Some(Read::Gone) => return,
-                    Some(Read::Eof) | None => err = None,
+                if !on_readable(&table, id, Stream::Stderr, &mut err, ready) {
+                    return;
                 }
             }
         }
         if exited && out.is_none() && err.is_none() {
             return;
+        }
+    }
+}
+
+/// Reads a stream that became readable; closes it (`None`) at EOF or on an
+/// error. Returns `false` when the job has left the table.
+fn on_readable(
+    table: &JobTable,
+    id: JobId,
+    stream: Stream,
+    slot: &mut Option<pipe::Receiver>,
+    ready: io::Result<()>,
+) -> bool {
+    let read = match (ready, slot.as_ref()) {
+        (Ok(()), Some(rx)) => read_ready(table, id, stream, rx),
+        _ => Read::Eof,
+    };
+    match read {
+        Read::Open => true,
+        Read::Gone => false,
+        Read::Eof => {
+            *slot = None;
+            true
         }
     }
 }
