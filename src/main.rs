@@ -1,6 +1,11 @@
 //! mcp-exec: an MCP server on stdio that runs shell commands as jobs, meant
 //! to be PID 1 of a container.
 //!
+//! Modules, and the one direction their dependencies point:
+//! `main → server (sessions, transports) → tools → jobs → capture / init`,
+//! with `protocol` (the wire format) and `config` as leaves any of them may
+//! use. A lower module never names a higher one.
+//!
 //! `main` only wires things together, in an order that matters:
 //! 1. `--help`/`--version` print and exit before anything else starts;
 //! 2. `init::prepare()` runs before any thread exists (it blocks signals that
@@ -62,9 +67,8 @@ fn run(boot: init::Boot, config: Config) -> std::io::Result<()> {
             pid1,
             "mcp-exec started"
         );
-        let app = Arc::new(server::App {
-            init,
-            jobs: Arc::new(jobs::JobTable::new(config.max_output_bytes)),
+        let app = Arc::new(tools::App {
+            jobs: jobs::Jobs::new(init, config.max_output_bytes, config.shutdown_grace),
             config,
         });
         let reason = server::run(app, events).await?;

@@ -25,6 +25,7 @@ mod window;
 pub use spec::{CapturePolicy, StreamSpec};
 // `allow`, not `expect`: callers may reach this type only through `CapturePolicy::side`, in
 // which case the re-export is unused, and naming it must not then become an error either.
+pub use slice::Slice;
 #[allow(
     unused_imports,
     reason = "part of the module's API whether or not a caller names it"

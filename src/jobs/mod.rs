@@ -1,370 +1,255 @@
-//! The job table: the one structure shared between requests.
+//! Jobs: the process-wide job table and every step of a job's life.
 //!
-//! It owns every job that has not been delivered yet: its state, its two
-//! output windows, its capture policy and its stdin. Each job also has a
-//! runner task ([`runner`]) that owns the job's stdout/stderr pipes and its
-//! exit watch and writes what it reads into the table.
+//! [`Jobs`] is the one service the tools call: it starts a job (spawn +
+//! table entry + runner), waits for a job to become terminal, signals a
+//! job's group and verifies its death, tears a job down, and shuts every job
+//! down. Tools only decide what to ask for and how to answer; they never
+//! spawn, signal or reap themselves.
 //!
-//! # Invariants
-//! - The lock is a `std::sync::Mutex`, held only for short synchronous
-//!   sections (never across an `.await`); slices and results are built from
-//!   a job after it has been removed, or from copies, outside the lock.
-//! - A job becomes terminal only after its direct child was reaped **and**
-//!   the pipe data present at that moment was read (SPEC §5.3), so a terminal
-//!   job's windows already hold every byte the child wrote.
-//! - **Exactly-once delivery**: a terminal result is handed out only by
-//!   [`JobTable::claim`], which removes the job in the same critical section
-//!   that checks it is terminal. Whoever claims first gets it; every later
-//!   claim sees the job gone.
-//! - Every state change that a waiter may care about (terminal, removed) is
-//!   followed by [`Notify::notify_waiters`]; waiters enable their `Notified`
-//!   before checking the table, so no wake-up is lost.
-//! - Job ids (`job-N`) count from 1 per server process and are never reused.
+//! Jobs are process-wide (SPEC §10): one table per server, shared by every
+//! session on every transport. Nothing here knows about sessions,
+//! transports or JSON-RPC.
+//!
+//! - [`state`]: job ids and states.
+//! - [`table`]: the table and its exactly-once claims.
+//! - [`runner`]: the per-job task that reads the pipes and records the exit.
+//! - [`result`]: the wire shapes of a job.
 
 pub mod result;
 pub mod runner;
+pub mod state;
+pub mod table;
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
-use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::time::Duration;
 
-use init::{Pid, Signal};
+use init::{Init, Pid, Signal, SpawnSpec};
 use tokio::net::unix::pipe;
-use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::capture::{CapturePolicy, Window};
+use crate::capture::CapturePolicy;
+pub use state::{JobId, JobState, Stream};
+pub use table::{Claim, Job, JobTable, StdinSlot, WaitEntry};
 
-/// A job's id, shown as `job-N`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JobId(pub u64);
+/// How long to wait for SIGKILL to take effect after a teardown's grace.
+const KILL_WAIT: Duration = Duration::from_secs(1);
 
-impl JobId {
-    /// Parses `job-N`.
-    pub fn parse(s: &str) -> Option<JobId> {
-        let n = s.strip_prefix("job-")?;
-        if n.starts_with('+') || n.starts_with('0') {
-            return None;
-        }
-        n.parse().ok().map(JobId)
-    }
+/// The job service: the table plus the init layer that runs the processes.
+pub struct Jobs {
+    table: Arc<JobTable>,
+    init: Init,
+    /// Seconds between TERM and KILL when a job is torn down.
+    grace: Duration,
 }
 
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "job-{}", self.0)
-    }
-}
-
-/// Where a job is in its life.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum JobState {
-    /// The direct child has not been reaped (or its last output not read yet).
-    Running {
-        /// Its pid (= its process group id).
-        pid: Pid,
-    },
-    /// The direct child exited with this code.
-    Exited {
-        /// The exit code.
-        code: i32,
-    },
-    /// A signal killed the direct child.
-    Signaled {
-        /// The signal.
-        signal: Signal,
-    },
-    /// The job never started.
-    FailedToStart {
-        /// Why (`chdir /x: no such file or directory`).
-        error: String,
-    },
-}
-
-impl JobState {
-    /// Whether the job is over.
-    pub fn is_terminal(&self) -> bool {
-        !matches!(self, JobState::Running { .. })
-    }
-
-    /// The wire name: `running`, `success` or `error`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            JobState::Running { .. } => "running",
-            JobState::Exited { code: 0 } => "success",
-            _ => "error",
-        }
-    }
-
-    /// Whether the terminal state counts as success (for capture policies).
-    pub fn is_success(&self) -> bool {
-        matches!(self, JobState::Exited { code: 0 })
-    }
-}
-
-/// Which output stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stream {
-    /// stdout
-    Stdout,
-    /// stderr
-    Stderr,
-}
-
-/// A job's stdin: `None` once closed.
-pub type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
-
-/// One job.
+/// A job that is running.
 #[derive(Debug)]
-pub struct Job {
+pub struct Started {
     /// Its id.
     pub id: JobId,
-    /// Its process group (its pid); `None` if it never started.
-    pub pgid: Option<Pid>,
-    /// Its state.
-    pub state: JobState,
-    /// stdout window.
-    pub stdout: Window,
-    /// stderr window.
-    pub stderr: Window,
-    /// What to deliver when it ends.
-    pub capture: CapturePolicy,
-    /// Its stdin (shared with `input` calls, which write outside the lock).
+    /// Its stdin (shared with the table entry).
     pub stdin: StdinSlot,
-    /// Cancelled when the job leaves the table: stops its runner.
-    pub removed: CancellationToken,
 }
 
-/// The outcome of a claim.
+/// A job that could not start (it never entered the table).
 #[derive(Debug)]
-pub enum Claim {
-    /// The job was terminal and is now ours (removed from the table).
-    Delivered(Box<Job>),
-    /// The job exists and is still running.
-    Running,
-    /// No such job (never existed, or already delivered).
-    Unknown,
+pub struct StartFailed {
+    /// The id it was given.
+    pub id: JobId,
+    /// Why (`chdir /x: no such file or directory`).
+    pub error: String,
 }
 
-struct Inner {
-    next: u64,
-    jobs: BTreeMap<JobId, Job>,
+/// What [`Jobs::terminate`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Termination {
+    /// Whether death was observed (child reaped, output read, group empty).
+    pub dead: bool,
+    /// The last signal sent.
+    pub sent: Option<Signal>,
+    /// Whether a step after the first was needed.
+    pub escalated: bool,
 }
 
-/// The job table.
-pub struct JobTable {
-    inner: Mutex<Inner>,
-    changed: Notify,
-    max_output: usize,
+/// How a wait for one job ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Awaited {
+    /// The job is terminal (still in the table).
+    Terminal,
+    /// The deadline passed first.
+    Timeout,
+    /// The job left the table (delivered elsewhere).
+    Gone,
 }
 
-impl JobTable {
-    /// An empty table whose windows keep `max_output` bytes per stream.
-    pub fn new(max_output: usize) -> JobTable {
-        JobTable {
-            inner: Mutex::new(Inner {
-                next: 1,
-                jobs: BTreeMap::new(),
-            }),
-            changed: Notify::new(),
-            max_output,
+/// What a progress reporter is told while a group's death is awaited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeathPhase {
+    /// The direct child has not been reaped yet.
+    Exiting,
+    /// The child is reaped; other members of its group are still alive.
+    Draining,
+}
+
+impl Jobs {
+    /// A service over `init` whose windows keep `max_output` bytes per
+    /// stream and whose teardowns give `grace` between TERM and KILL.
+    pub fn new(init: Init, max_output: usize, grace: Duration) -> Jobs {
+        Jobs {
+            table: Arc::new(JobTable::new(max_output)),
+            init,
+            grace,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every critical section leaves the map consistent, so a poisoned
-        // lock (impossible with panic=abort, possible in tests) is reusable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    /// The table (lookups, claims, listing).
+    pub fn table(&self) -> &JobTable {
+        &self.table
     }
 
-    /// A fresh, never reused id.
-    pub fn next_id(&self) -> JobId {
-        let mut inner = self.lock();
-        let id = JobId(inner.next);
-        inner.next += 1;
-        id
+    /// Spawns a job, puts it in the table and starts its runner.
+    pub fn start(&self, spec: &SpawnSpec, capture: CapturePolicy) -> Result<Started, StartFailed> {
+        let id = self.table.next_id();
+        let fail = |error: String| {
+            tracing::info!(job = %id, %error, "job failed to start");
+            StartFailed { id, error }
+        };
+        let spawned = self.init.spawn(spec).map_err(|e| fail(e.to_string()))?;
+        let pid = spawned.pid;
+        let pipes = (|| -> std::io::Result<_> {
+            Ok((
+                pipe::Sender::from_owned_fd(spawned.stdin)?,
+                pipe::Receiver::from_owned_fd(spawned.stdout)?,
+                pipe::Receiver::from_owned_fd(spawned.stderr)?,
+            ))
+        })();
+        let (stdin, stdout, stderr) = match pipes {
+            Ok(p) => p,
+            Err(e) => {
+                // Registering fresh pipes with the reactor does not fail in
+                // practice; do not leave the child behind if it does. Its
+                // exit watch is dropped, so the reaper treats it as an orphan.
+                let _ = init::signal_group(pid, Signal::KILL);
+                return Err(fail(format!("setting up pipes: {e}")));
+            }
+        };
+        let removed = CancellationToken::new();
+        let stdin: StdinSlot = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
+        self.table.insert(Job {
+            id,
+            pgid: pid,
+            state: JobState::Running,
+            stdout: self.table.window(),
+            stderr: self.table.window(),
+            capture,
+            stdin: Arc::clone(&stdin),
+            removed: removed.clone(),
+        });
+        let io = runner::Io {
+            stdout,
+            stderr,
+            exit: spawned.exit,
+        };
+        tokio::spawn(runner::run(Arc::clone(&self.table), id, io, removed));
+        tracing::debug!(job = %id, pid = pid.0, "job started");
+        Ok(Started { id, stdin })
     }
 
-    /// A new window sized by the configuration.
-    pub fn window(&self) -> Window {
-        Window::new(self.max_output)
+    /// Waits until job `id` is terminal, it leaves the table, or `deadline`.
+    /// Cancel by dropping the future.
+    pub async fn await_terminal(&self, id: JobId, deadline: Option<Instant>) -> Awaited {
+        loop {
+            let changed = self.table.changed();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.table.with(id, |j| j.state.is_terminal()) {
+                None => return Awaited::Gone,
+                Some(true) => return Awaited::Terminal,
+                Some(false) => {}
+            }
+            tokio::select! {
+                () = &mut changed => {}
+                () = sleep_until_opt(deadline) => return Awaited::Timeout,
+            }
+        }
     }
 
-    /// Adds a running job.
-    pub fn insert(&self, job: Job) {
-        self.lock().jobs.insert(job.id, job);
-        self.changed.notify_waiters();
-    }
-
-    /// A future that completes on the next table change. Call
-    /// `enable()` on it (pinned) *before* checking the table.
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.changed.notified()
-    }
-
-    /// Runs `f` on the job, if it exists.
-    pub fn with<R>(&self, id: JobId, f: impl FnOnce(&Job) -> R) -> Option<R> {
-        self.lock().jobs.get(&id).map(f)
-    }
-
-    /// Appends output; returns `false` when the job is gone (stop reading).
-    pub fn push_output(&self, id: JobId, stream: Stream, bytes: &[u8]) -> bool {
-        let mut inner = self.lock();
-        let Some(job) = inner.jobs.get_mut(&id) else {
+    /// Waits until job `id` is dead — its direct child reaped and its output
+    /// read (terminal in the table) **and** its group `pgid` empty — or
+    /// `deadline`; returns whether it is. `phase` hears which part of the
+    /// death is awaited. Cancel by dropping the future.
+    pub async fn await_death(
+        &self,
+        id: JobId,
+        pgid: Pid,
+        deadline: Instant,
+        phase: &(dyn Fn(DeathPhase) + Send + Sync),
+    ) -> bool {
+        phase(DeathPhase::Exiting);
+        if self.await_terminal(id, Some(deadline)).await == Awaited::Timeout {
             return false;
-        };
-        match stream {
-            Stream::Stdout => job.stdout.push(bytes),
-            Stream::Stderr => job.stderr.push(bytes),
         }
-        true
+        phase(DeathPhase::Draining);
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.init.wait_group_empty(pgid, left).await
     }
 
-    /// Records the terminal state and wakes waiters.
-    ///
-    /// A terminal job's stdin is closed here: nobody can write to it any
-    /// more (`input` refuses), and every descriptor the server keeps open is
-    /// one more that each later spawn has to copy and close at exec. (If a
-    /// write is in progress it holds the slot; it fails with EPIPE and closes
-    /// it itself.)
-    pub fn set_terminal(&self, id: JobId, state: JobState) {
-        if let Some(job) = self.lock().jobs.get_mut(&id) {
-            job.state = state;
-            if let Ok(mut stdin) = job.stdin.try_lock() {
-                *stdin = None;
-            }
-        }
-        self.changed.notify_waiters();
-    }
-
-    /// Takes the job out if it is terminal (the only way results leave).
-    pub fn claim(&self, id: JobId) -> Claim {
-        let (claim, idle) = {
-            let mut inner = self.lock();
-            let claim = match inner.jobs.entry(id) {
-                Entry::Vacant(_) => Claim::Unknown,
-                Entry::Occupied(e) if !e.get().state.is_terminal() => Claim::Running,
-                Entry::Occupied(e) => Claim::Delivered(Box::new(e.remove())),
-            };
-            (claim, inner.jobs.is_empty())
+    /// Signals job `id`'s group step by step until it is dead: each step
+    /// sends its signal and waits up to its duration for death; a later step
+    /// runs only if something survived the earlier one. Cancel by dropping
+    /// the future.
+    pub async fn terminate(
+        &self,
+        id: JobId,
+        pgid: Pid,
+        steps: &[(Signal, Duration)],
+        phase: &(dyn Fn(DeathPhase) + Send + Sync),
+    ) -> Result<Termination, std::io::Error> {
+        let mut out = Termination {
+            dead: false,
+            sent: None,
+            escalated: false,
         };
-        if let Claim::Delivered(job) = &claim {
-            self.after_removal([job.as_ref()], idle);
-        }
-        claim
-    }
-
-    /// Claims every terminal job among `ids` in one critical section, so a
-    /// `wait` either sees all its jobs or fails as a whole.
-    ///
-    /// Returns `Err(id)` for the first id that does not exist (nothing is
-    /// claimed then). Otherwise one entry per id, in order: the delivered job
-    /// for the first occurrence of a terminal id, `Repeat` for later
-    /// occurrences of it, `Running` for the rest.
-    pub fn claim_terminal_among(&self, ids: &[JobId]) -> Result<Vec<WaitEntry>, JobId> {
-        let mut out = Vec::with_capacity(ids.len());
-        let idle = {
-            let mut inner = self.lock();
-            if let Some(&missing) = ids.iter().find(|id| !inner.jobs.contains_key(id)) {
-                return Err(missing);
+        for (n, &(signal, wait)) in steps.iter().enumerate() {
+            init::signal_group(pgid, signal)?;
+            out.sent = Some(signal);
+            out.escalated = n > 0;
+            out.dead = self
+                .await_death(id, pgid, Instant::now() + wait, phase)
+                .await;
+            if out.dead {
+                break;
             }
-            for &id in ids {
-                let entry = match inner.jobs.entry(id) {
-                    Entry::Occupied(e) if e.get().state.is_terminal() => {
-                        WaitEntry::Delivered(Box::new(e.remove()))
-                    }
-                    Entry::Occupied(_) => WaitEntry::Running(id),
-                    // Removed by an earlier occurrence in this same call.
-                    Entry::Vacant(_) => out
-                        .iter()
-                        .find_map(|e| match e {
-                            WaitEntry::Delivered(j) if j.id == id => {
-                                Some(WaitEntry::Repeat(id, j.state.clone()))
-                            }
-                            _ => None,
-                        })
-                        .unwrap_or(WaitEntry::Running(id)),
-                };
-                out.push(entry);
-            }
-            inner.jobs.is_empty()
-        };
-        let delivered: Vec<&Job> = out
-            .iter()
-            .filter_map(|e| match e {
-                WaitEntry::Delivered(job) => Some(job.as_ref()),
-                _ => None,
-            })
-            .collect();
-        if !delivered.is_empty() {
-            self.after_removal(delivered, idle);
         }
         Ok(out)
     }
 
-    /// Every job, oldest first, with its wire state.
-    pub fn list(&self) -> Vec<(JobId, &'static str)> {
-        self.lock()
-            .jobs
-            .values()
-            .map(|j| (j.id, j.state.name()))
-            .collect()
-    }
-
-    /// The process groups of every job in the table (for shutdown).
-    pub fn pgids(&self) -> Vec<Pid> {
-        self.lock().jobs.values().filter_map(|j| j.pgid).collect()
-    }
-
-    /// After jobs left the table: stop their runners, wake waiters, and, when
-    /// the table has just become empty, hand freed memory back to the kernel
-    /// so an idle server stays small after a burst or a big output.
-    fn after_removal<'a>(&self, jobs: impl IntoIterator<Item = &'a Job>, idle: bool) {
-        for job in jobs {
-            job.removed.cancel();
-        }
-        self.changed.notify_waiters();
-        if idle {
-            init::trim_heap();
-        }
-    }
-
-    /// Removes a job whatever its state (teardown of a cancelled execute).
-    pub fn remove(&self, id: JobId) -> Option<Job> {
-        let (job, idle) = {
-            let mut inner = self.lock();
-            let job = inner.jobs.remove(&id);
-            (job, inner.jobs.is_empty())
+    /// Tears job `id` down (a cancelled blocking `execute`, whose caller never
+    /// learnt the id): TERM its group, the grace, KILL what is left, wait for
+    /// the reaper, remove it from the table.
+    pub async fn teardown(&self, id: JobId) {
+        let Some(pgid) = self.table.with(id, |j| j.pgid) else {
+            return;
         };
-        if let Some(job) = &job {
-            self.after_removal([job], idle);
+        let steps = [(Signal::TERM, self.grace), (Signal::KILL, KILL_WAIT)];
+        if let Err(e) = self.terminate(id, pgid, &steps, &|_| {}).await {
+            tracing::warn!(job = %id, error = %e, "signalling a torn-down job");
         }
-        job
+        self.table.remove(id);
+        tracing::info!(job = %id, "cancelled execute: job torn down");
+    }
+
+    /// Shuts every job down (SPEC §2.5 steps 2–4) and returns what survived.
+    pub async fn shutdown(&self) -> init::ShutdownReport {
+        self.init.shutdown(self.table.pgids(), self.grace).await
     }
 }
 
-/// One entry of a `wait` answer.
-#[derive(Debug)]
-pub enum WaitEntry {
-    /// Terminal and delivered here.
-    Delivered(Box<Job>),
-    /// A later duplicate of an id delivered earlier in the same answer.
-    Repeat(JobId, JobState),
-    /// Still running.
-    Running(JobId),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn job_ids_parse_only_in_their_canonical_form() {
-        assert_eq!(JobId::parse("job-7"), Some(JobId(7)));
-        assert_eq!(JobId(7).to_string(), "job-7");
-        for bad in ["job-07", "job-+7", "job-", "7", "JOB-7", "job-x", "job-0"] {
-            assert_eq!(JobId::parse(bad), None, "{bad}");
-        }
+/// Sleeps until `deadline`, or forever for `None`.
+pub async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }

@@ -140,7 +140,7 @@ pub async fn run(table: Arc<JobTable>, id: JobId, io: Io, removed: CancellationT
                     Ok(ExitStatus::Signaled(signal)) => JobState::Signaled { signal },
                     Err(e) => {
                         tracing::error!(job = %id, error = %e, "exit status lost");
-                        JobState::Exited { code: -1 }
+                        JobState::Lost
                     }
                 };
                 table.set_terminal(id, state);

@@ -1,8 +1,14 @@
-//! The JSON-RPC 2.0 wire format of MCP over stdio, as pure data (no I/O).
+//! The JSON-RPC 2.0 wire format of MCP, as pure data (no I/O).
 //!
-//! Framing: one compact JSON value per line, UTF-8, `\n`-terminated, in both
-//! directions. This module classifies incoming values and builds outgoing
-//! lines; the session (`crate::server`) does the reading and writing.
+//! This module is a leaf: it imports nothing from the rest of the crate, and
+//! everything above it (session, tools, jobs) may use its types. It
+//! classifies incoming values and builds outgoing messages; transports do
+//! the framing (on stdio: one compact JSON value per line, UTF-8,
+//! `\n`-terminated, in both directions, see [`mod@line`]) and the I/O.
+//!
+//! - [`result`]: the `tools/call` result shape ([`result::CallResult`]).
+//! - [`version`]: revision negotiation, and every choice that depends on
+//!   the negotiated revision, in one place.
 //!
 //! Incoming messages:
 //! - request: `{"jsonrpc":"2.0","id":<string|integer>,"method":<string>,"params"?:<any>}`
@@ -19,6 +25,7 @@
 //! `1` are different requests (and cancelling one never touches the other).
 
 pub mod line;
+pub mod result;
 pub mod version;
 
 use std::fmt;
@@ -200,6 +207,19 @@ pub fn success_line<T: Serialize>(id: &RequestId, result: &T) -> String {
     })
 }
 
+/// A success response line whose result is already compact JSON (a cached
+/// `tools/list`): the line is assembled by copying, not serialising.
+pub fn success_line_raw(id: &RequestId, result_json: &str) -> String {
+    let id = to_line(&id.to_value());
+    let mut line = String::with_capacity(result_json.len() + id.len() + 36);
+    line.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    line.push_str(&id);
+    line.push_str(r#","result":"#);
+    line.push_str(result_json);
+    line.push('}');
+    line
+}
+
 /// An error response line; `id` is `None` when the request's id is unknown.
 pub fn error_line(id: Option<&RequestId>, code: ErrorCode, message: &str) -> String {
     to_line(&ResponseOut::<()> {
@@ -208,52 +228,6 @@ pub fn error_line(id: Option<&RequestId>, code: ErrorCode, message: &str) -> Str
         result: None,
         error: Some(ErrorObject { code, message }),
     })
-}
-
-/// A message for the writer: a ready line, or a success response that is
-/// serialised straight into the output stream (a tool result can be
-/// megabytes; it is never materialised as one string).
-#[derive(Debug)]
-pub enum Outgoing {
-    /// A complete line (without its newline).
-    Line(String),
-    /// `{"jsonrpc":"2.0","id":…,"result":<result>}`.
-    Result {
-        /// The request's id.
-        id: RequestId,
-        /// The result, serialised on write.
-        result: crate::tools::ToolResult,
-    },
-}
-
-impl Outgoing {
-    /// Writes the message (without the newline).
-    pub fn write_to<W: std::io::Write>(&self, w: W) -> std::io::Result<()> {
-        match self {
-            Outgoing::Line(line) => {
-                let mut w = w;
-                w.write_all(line.as_bytes())
-            }
-            Outgoing::Result { id, result } => serde_json::to_writer(
-                w,
-                &ResponseOut {
-                    jsonrpc: "2.0",
-                    id: id.to_value(),
-                    result: Some(result),
-                    error: None,
-                },
-            )
-            .map_err(std::io::Error::from),
-        }
-    }
-
-    /// The message as one string (for batch answers, which join several).
-    pub fn into_line(self) -> String {
-        match self {
-            Outgoing::Line(line) => line,
-            Outgoing::Result { id, result } => success_line(&id, &result),
-        }
-    }
 }
 
 /// A notification line.
@@ -319,5 +293,7 @@ mod tests {
         );
         let line = success_line(&RequestId::Str("a".into()), &json!({}));
         assert_eq!(line, r#"{"jsonrpc":"2.0","id":"a","result":{}}"#);
+        let raw = success_line_raw(&RequestId::Str("a".into()), "{}");
+        assert_eq!(raw, line);
     }
 }

@@ -1,7 +1,10 @@
-//! Protocol-revision negotiation and what each revision adds.
+//! Protocol-revision negotiation, and every choice that depends on the
+//! negotiated revision: this is the one place that decides what a session
+//! of a given revision sees.
 //!
 //! The client names a revision in `initialize`; if we support it we answer
 //! with it, otherwise with our latest (never an error, as the MCP spec asks).
+//! A 2024-11-05 session sees exactly the reference implementation's shapes.
 
 /// Revisions we speak, oldest first.
 pub const SUPPORTED: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -23,6 +26,19 @@ pub enum Revision {
 }
 
 impl Revision {
+    /// Every revision, oldest first (index = [`Revision::index`]).
+    pub const ALL: [Revision; 4] = [
+        Revision::V2024_11_05,
+        Revision::V2025_03_26,
+        Revision::V2025_06_18,
+        Revision::V2025_11_25,
+    ];
+
+    /// Position in [`Revision::ALL`] (for per-revision caches).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// Picks the revision for a client's requested version.
     pub fn negotiate(requested: Option<&str>) -> Revision {
         let known = requested
@@ -51,9 +67,13 @@ impl Revision {
         self >= Revision::V2025_03_26
     }
 
-    /// Whether tools carry `title` and `outputSchema`, and results
-    /// `structuredContent`.
-    pub fn has_structured_output(self) -> bool {
+    /// Whether tools carry `title` and `outputSchema`.
+    pub fn has_titles_and_output_schemas(self) -> bool {
+        self >= Revision::V2025_06_18
+    }
+
+    /// Whether tool results carry `structuredContent`.
+    pub fn has_structured_content(self) -> bool {
         self >= Revision::V2025_06_18
     }
 
@@ -66,6 +86,14 @@ impl Revision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_revision_at_its_index() {
+        for (i, r) in Revision::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+            assert_eq!(r.as_str(), SUPPORTED[i]);
+        }
+    }
 
     #[test]
     fn a_supported_version_is_echoed_and_anything_else_gets_the_latest() {

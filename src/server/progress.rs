@@ -3,42 +3,28 @@
 //! When a `tools/call` carries `_meta.progressToken`, the call runs beside a
 //! ticker that sends `notifications/progress {progressToken, progress,
 //! message}` every interval (the first after one interval), with `progress`
-//! counting 1, 2, 3… The tool sets the message for the phase it is in; no
-//! message set means the call is not blocking yet, and no tick is sent. The
-//! ticker stops when the call completes, before its response is queued, so
-//! no progress follows the response.
+//! counting 1, 2, 3… The tool sets the message for the phase it is in
+//! ([`Phase`]); no message set means the call is not blocking yet, and no
+//! tick is sent. The ticker stops when the call completes, before its
+//! response is queued, so no progress follows the response.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-use crate::protocol::{self, Outgoing};
+use super::outbox::Outbox;
+use crate::protocol;
+use crate::tools::Phase;
 
-/// The tool's side: which phase message the next tick carries.
-#[derive(Clone, Default)]
-pub struct Progress(Arc<Mutex<Option<&'static str>>>);
-
-impl Progress {
-    /// Sets the message for the current phase.
-    pub fn phase(&self, message: &'static str) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
-    }
-
-    fn current(&self) -> Option<&'static str> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Runs `call`, sending progress for `token` every `every` while it runs.
+/// Runs `call`, sending progress for `token` to `out` every `every` while
+/// it runs.
 pub async fn with_ticker<T>(
     call: impl Future<Output = T>,
-    progress: &Progress,
+    phase: &Phase,
     token: Value,
     every: Duration,
-    out: &mpsc::Sender<Outgoing>,
+    out: &Outbox,
 ) -> T {
     tokio::pin!(call);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -49,13 +35,13 @@ pub async fn with_ticker<T>(
             biased;
             result = &mut call => return result,
             _ = ticks.tick() => {
-                if let Some(message) = progress.current() {
+                if let Some(message) = phase.current() {
                     n += 1;
                     let line = protocol::notification_line(
                         "notifications/progress",
                         &json!({"progressToken": token, "progress": n, "message": message}),
                     );
-                    let _ = out.send(Outgoing::Line(line)).await;
+                    out.send(line).await;
                 }
             }
         }

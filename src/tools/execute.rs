@@ -6,25 +6,62 @@
 //!   result (which removes it). Cancelling tears the job down (TERM, grace,
 //!   KILL, reaped, removed): the caller never learnt its id.
 //! - `nowait`: `{job_id, state:"running"}` at once.
-//! - a start failure is a terminal `error` result at once, job removed.
+//! - a start failure is a terminal `error` result at once; the job never
+//!   enters the table.
 //! - a stdin write failure (other than cancellation) returns
 //!   `{job_id, state, stdin_error}` and keeps the job.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use init::{Pid, Program, SpawnSpec};
+use init::{Program, SpawnSpec};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use tokio::net::unix::pipe;
-use tokio_util::sync::CancellationToken;
 
-use super::args::{self, Args, invalid};
-use super::{Awaited, CallCtx, Fail, Outcome, await_death, await_terminal};
+use super::schema;
+use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, args, cancellable};
 use crate::capture::CapturePolicy;
-use crate::jobs::{Claim, Job, JobId, JobState, StdinSlot, result, runner};
-use crate::server::App;
+use crate::jobs::result::{JobResult, Status};
+use crate::jobs::{Awaited, Claim, JobId, StartFailed, Started};
+use crate::protocol::result::Payload;
+
+/// The tool.
+pub const TOOL: Tool = Tool {
+    name: "execute",
+    title: "Run a shell command",
+    description: "Run a shell command ($SHELL -c, /bin/sh by default) as a job. By default blocks until it ends and returns its exit code and output (stdout on success, stderr on error); with nowait returns the job id at once for wait/status/output/input/kill. stdin stays open unless close_stdin is true.",
+    effect: Effect::Destructive,
+    input_schema: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "Shell command line (must not be blank)."},
+                "cwd": {"type": "string", "description": "Working directory (default: the server's)."},
+                "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables layered over the server's environment."},
+                "stdin": {"type": "string", "description": "Written to the job's stdin at once."},
+                "close_stdin": {"type": "boolean", "description": "Close stdin after writing (default false: stays open for input)."},
+                "nowait": {"type": "boolean", "description": "Return {job_id, state:\"running\"} at once."},
+                "capture": {
+                    "type": "object",
+                    "description": "What the terminal result carries: on_success / on_error, each \"stdout\", \"stderr\", \"all\", \"none\" or {stdout, stderr} stream specs. Default: stdout on success, stderr on error.",
+                    "properties": {"on_success": schema::capture_side(), "on_error": schema::capture_side()}
+                }
+            },
+            "required": ["command"]
+        })
+    },
+    output_schema: schema::job_result_schema,
+    run,
+};
+
+/// `{job_id, state, stdin_error}`: the job runs on, its stdin is closed.
+#[derive(Serialize)]
+struct StdinFailed {
+    job_id: JobId,
+    state: &'static str,
+    stdin_error: String,
+}
 
 struct Request {
     command: String,
@@ -36,14 +73,15 @@ struct Request {
     capture: CapturePolicy,
 }
 
-fn parse(a: &Args) -> Result<Request, String> {
+fn parse(a: &Args) -> Result<Request, ToolError> {
     let command = match a.get("command") {
-        None | Some(Value::Null) => return Err("\"command\" is required".into()),
-        Some(Value::String(s)) if s.trim().is_empty() => {
-            return Err("\"command\" is required".into());
+        None | Some(Value::Null) => return Err(ToolError::CommandRequired),
+        Some(Value::String(s)) if s.trim().is_empty() => return Err(ToolError::CommandRequired),
+        Some(Value::String(s)) if s.contains('\0') => {
+            return Err(ToolError::invalid("\"command\" must not contain NUL bytes"));
         }
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(invalid("\"command\" must be a string")),
+        Some(_) => return Err(ToolError::invalid("\"command\" must be a string")),
     };
     let env = match a.get("env") {
         None | Some(Value::Null) => Vec::new(),
@@ -58,13 +96,15 @@ fn parse(a: &Args) -> Result<Request, String> {
                 {
                     Ok((OsString::from(k), OsString::from(s)))
                 }
-                Value::String(_) => Err(invalid(format!(
+                Value::String(_) => Err(ToolError::invalid(format!(
                     "env name {k:?} is not a valid variable name"
                 ))),
-                _ => Err(invalid(format!("env value of {k:?} must be a string"))),
+                _ => Err(ToolError::invalid(format!(
+                    "env value of {k:?} must be a string"
+                ))),
             })
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err(invalid("\"env\" must be an object of strings")),
+        Some(_) => return Err(ToolError::invalid("\"env\" must be an object of strings")),
     };
     Ok(Request {
         command,
@@ -75,42 +115,30 @@ fn parse(a: &Args) -> Result<Request, String> {
         stdin: args::opt_str(a, "stdin")?.map(str::to_owned),
         close_stdin: args::opt_bool(a, "close_stdin")?,
         nowait: args::opt_bool(a, "nowait")?,
-        capture: CapturePolicy::from_json(a.get("capture")).map_err(invalid)?,
+        capture: CapturePolicy::from_json(a.get("capture")).map_err(ToolError::invalid)?,
     })
 }
 
-/// Runs the tool.
-pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
+fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
+    Box::pin(execute(call, a))
+}
+
+async fn execute(call: &Call, a: &Args) -> Outcome {
     let req = parse(a)?;
-    if req.command.contains('\0') {
-        return Err(Fail::Message(invalid(
-            "\"command\" must not contain NUL bytes",
-        )));
-    }
-    let app = ctx.app;
-    let jobs = &app.jobs;
-    let id = jobs.next_id();
+    let jobs = &call.app.jobs;
     let spec = SpawnSpec {
         program: Program::Shell(req.command),
         cwd: req.cwd,
         env: req.env,
     };
-
-    let (pid, stdin) = match start(app, id, &spec, req.capture.clone()) {
+    let Started { id, stdin } = match jobs.start(&spec, req.capture.clone()) {
         Ok(started) => started,
-        Err(error) => {
-            tracing::info!(job = %id, %error, "job failed to start");
-            let job = Job {
+        Err(StartFailed { id, error }) => {
+            return Ok(Payload::object(JobResult::start_failed(
                 id,
-                pgid: None,
-                state: JobState::FailedToStart { error },
-                stdout: jobs.window(),
-                stderr: jobs.window(),
-                capture: req.capture,
-                stdin: StdinSlot::default(),
-                removed: CancellationToken::new(),
-            };
-            return Ok(result::delivered(&job));
+                error,
+                &req.capture,
+            )));
         }
     };
 
@@ -122,117 +150,50 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
                 None => Ok(()),
             }
         };
-        let written = tokio::select! {
-            r = write => Some(r),
-            () = ctx.cancel.cancelled() => None,
-        };
-        match written {
-            None => {
+        match cancellable(&call.cancel, write).await {
+            Err(cancelled) => {
                 drop(slot);
-                if !ctx.shutdown.is_cancelled() {
-                    teardown(app, id, pid).await;
-                }
-                return Err(Fail::Cancelled);
+                return Err(abandon(call, id, cancelled).await);
             }
-            Some(Err(e)) => {
+            Ok(Err(e)) => {
                 *slot = None;
-                let state = jobs.with(id, |j| j.state.name()).unwrap_or("running");
-                let msg = crate::tools::input::write_error_text(&e);
-                return Ok(json!({"job_id": id.to_string(), "state": state, "stdin_error": msg}));
+                let state = jobs
+                    .table()
+                    .with(id, |j| j.state.name())
+                    .unwrap_or("running");
+                return Ok(Payload::object(StdinFailed {
+                    job_id: id,
+                    state,
+                    stdin_error: super::input::write_error(&e).to_string(),
+                }));
             }
-            Some(Ok(())) => {}
+            Ok(Ok(())) => {}
         }
     }
     if req.close_stdin {
         *stdin.lock().await = None;
     }
     if req.nowait {
-        return Ok(json!({"job_id": id.to_string(), "state": "running"}));
+        return Ok(Payload::object(Status::running(id)));
     }
 
-    ctx.progress.phase("command still running");
-    match await_terminal(jobs, id, None, ctx.cancel).await {
-        Err(Fail::Cancelled) => {
-            // At shutdown the server tears every job down itself, after
-            // answering; a plain cancel has to do it here.
-            if !ctx.shutdown.is_cancelled() {
-                teardown(app, id, pid).await;
-            }
-            Err(Fail::Cancelled)
-        }
-        Err(other) => Err(other),
-        Ok(Awaited::Terminal | Awaited::Timeout) => match jobs.claim(id) {
-            Claim::Delivered(job) => Ok(result::delivered(&job)),
-            Claim::Running | Claim::Unknown => Err(delivered_elsewhere(id)),
+    call.phase.set("command still running");
+    match cancellable(&call.cancel, jobs.await_terminal(id, None)).await {
+        Err(cancelled) => Err(abandon(call, id, cancelled).await),
+        Ok(Awaited::Terminal | Awaited::Timeout) => match jobs.table().claim(id) {
+            Claim::Delivered(job) => Ok(Payload::object(JobResult::delivered(&job))),
+            Claim::Running | Claim::Unknown => Err(ToolError::DeliveredElsewhere(id).into()),
         },
-        Ok(Awaited::Gone) => Err(delivered_elsewhere(id)),
+        Ok(Awaited::Gone) => Err(ToolError::DeliveredElsewhere(id).into()),
     }
 }
 
-fn delivered_elsewhere(id: JobId) -> Fail {
-    Fail::Message(format!("job \"{id}\" was delivered to another request"))
-}
-
-/// Spawns the job, puts it in the table and starts its runner.
-fn start(
-    app: &Arc<App>,
-    id: JobId,
-    spec: &SpawnSpec,
-    capture: CapturePolicy,
-) -> Result<(Pid, StdinSlot), String> {
-    let spawned = app.init.spawn(spec).map_err(|e| e.to_string())?;
-    let pid = spawned.pid;
-    let pipes = (|| -> std::io::Result<_> {
-        Ok((
-            pipe::Sender::from_owned_fd(spawned.stdin)?,
-            pipe::Receiver::from_owned_fd(spawned.stdout)?,
-            pipe::Receiver::from_owned_fd(spawned.stderr)?,
-        ))
-    })();
-    let (stdin, stdout, stderr) = match pipes {
-        Ok(p) => p,
-        Err(e) => {
-            // Cannot happen for fresh pipes; do not leave the child behind.
-            let _ = init::signal_group(pid, init::Signal::KILL);
-            return Err(format!("setting up pipes: {e}"));
-        }
-    };
-    let removed = CancellationToken::new();
-    let stdin: StdinSlot = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
-    app.jobs.insert(Job {
-        id,
-        pgid: Some(pid),
-        state: JobState::Running { pid },
-        stdout: app.jobs.window(),
-        stderr: app.jobs.window(),
-        capture,
-        stdin: Arc::clone(&stdin),
-        removed: removed.clone(),
-    });
-    let io = runner::Io {
-        stdout,
-        stderr,
-        exit: spawned.exit,
-    };
-    tokio::spawn(runner::run(Arc::clone(&app.jobs), id, io, removed));
-    tracing::debug!(job = %id, pid = pid.0, "job started");
-    Ok((pid, stdin))
-}
-
-/// Tears a job down for a cancelled `execute`: TERM its group, give it the
-/// shutdown grace, KILL what is left, wait for the reaper, remove it.
-pub async fn teardown(app: &Arc<App>, id: JobId, pgid: Pid) {
-    let never = CancellationToken::new();
-    let _ = init::signal_group(pgid, init::Signal::TERM);
-    let deadline = tokio::time::Instant::now() + app.config.shutdown_grace;
-    if !matches!(
-        await_death(app, id, pgid, deadline, &never, None).await,
-        Ok(true)
-    ) {
-        let _ = init::signal_group(pgid, init::Signal::KILL);
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-        let _ = await_death(app, id, pgid, deadline, &never, None).await;
+/// A cancelled blocking `execute`: its caller never learns the job id, so
+/// the job is torn down — here on a plain cancel; at shutdown the server
+/// tears every job down itself, after answering.
+async fn abandon(call: &Call, id: JobId, cancelled: Fail) -> Fail {
+    if !call.shutdown.is_cancelled() {
+        call.app.jobs.teardown(id).await;
     }
-    app.jobs.remove(id);
-    tracing::info!(job = %id, "cancelled execute: job torn down");
+    cancelled
 }

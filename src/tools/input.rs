@@ -5,57 +5,72 @@
 //! running`, `stdin is already closed for this job`, or the write error.
 //! A write blocked on a full pipe is cancellable.
 
-use serde_json::Value;
+use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-use super::args::{self, Args, not_running, unknown_job};
-use super::{CallCtx, Fail, Outcome};
-use crate::jobs::result;
+use super::schema;
+use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use crate::jobs::result::Status;
+use crate::protocol::result::Payload;
 
-/// `writing stdin: broken pipe` (Go's lower-case errno style).
-pub fn write_error_text(e: &std::io::Error) -> String {
-    format!("writing stdin: {}", init::errno_text(e))
+/// The tool.
+pub const TOOL: Tool = Tool {
+    name: "input",
+    title: "Write to a job's stdin",
+    description: "Write data to a running job's stdin; close sends EOF after the data.",
+    effect: Effect::Destructive,
+    input_schema: || {
+        json!({
+            "type": "object",
+            "properties": {"job_id": schema::job_id(), "data": {"type": "string"}, "close": {"type": "boolean"}},
+            "required": ["job_id"]
+        })
+    },
+    output_schema: schema::status_schema,
+    run,
+};
+
+fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
+    Box::pin(input(call, a))
 }
 
-/// Runs the tool.
-pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
+/// `writing stdin: broken pipe` (Go's lower-case errno style).
+pub fn write_error(e: &std::io::Error) -> ToolError {
+    ToolError::StdinWrite(init::errno_text(e))
+}
+
+async fn input(call: &Call, a: &Args) -> Outcome {
     let id = args::job_id(a)?;
     let data = args::opt_str(a, "data")?.unwrap_or("");
     let close = args::opt_bool(a, "close")?;
-    let jobs = &ctx.app.jobs;
-    let (terminal, slot) = jobs
+    let table = call.app.jobs.table();
+    let (terminal, slot) = table
         .with(id, |j| (j.state.is_terminal(), j.stdin.clone()))
-        .ok_or_else(|| unknown_job(id))?;
+        .ok_or_else(|| ToolError::unknown(id))?;
     if terminal {
-        return Err(Fail::Message(not_running(id)));
+        return Err(ToolError::NotRunning(id).into());
     }
-    let mut guard = tokio::select! {
-        g = slot.lock() => g,
-        () = ctx.cancel.cancelled() => return Err(Fail::Cancelled),
-    };
+    let mut guard = cancellable(&call.cancel, slot.lock()).await?;
     let Some(tx) = guard.as_mut() else {
-        return Err(Fail::Message("stdin is already closed for this job".into()));
+        return Err(ToolError::StdinClosed.into());
     };
     if !data.is_empty() {
-        let written = tokio::select! {
-            r = tx.write_all(data.as_bytes()) => r,
-            () = ctx.cancel.cancelled() => return Err(Fail::Cancelled),
-        };
+        let written = cancellable(&call.cancel, tx.write_all(data.as_bytes())).await?;
         if let Err(e) = written {
             *guard = None;
             // EPIPE from a job that has exited meanwhile: say that, not the errno.
-            if jobs.with(id, |j| j.state.is_terminal()).unwrap_or(true) {
-                return Err(Fail::Message(not_running(id)));
+            if table.with(id, |j| j.state.is_terminal()).unwrap_or(true) {
+                return Err(ToolError::NotRunning(id).into());
             }
-            return Err(Fail::Message(write_error_text(&e)));
+            return Err(write_error(&e).into());
         }
     }
     if close {
         *guard = None;
     }
     drop(guard);
-    let status = jobs
-        .with(id, |j| result::status(j.id, &j.state))
-        .ok_or_else(|| unknown_job(id))?;
-    Ok(Value::Object(status))
+    let status = table
+        .with(id, |j| Status::of(j.id, &j.state))
+        .ok_or_else(|| ToolError::unknown(id))?;
+    Ok(Payload::object(status))
 }

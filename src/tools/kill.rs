@@ -1,8 +1,9 @@
 //! `kill`: signal a job's process group and verify death (SPEC §4.7).
 //!
 //! Input: `job_id`, `signal` (`"TERM"`, `"SIGKILL"`, `"kill"`, `"9"`, or
-//! `"ASSURED"`; default TERM), `timeout` (seconds to wait for death after
-//! each signal; default 5; 0 = don't wait).
+//! `"ASSURED"`, each with an optional `SIG` prefix; default TERM), `timeout`
+//! (seconds to wait for death after each signal; default 5; 0 = don't
+//! wait).
 //!
 //! "Dead" is observed: the direct child reaped **and** its group empty.
 //! Results:
@@ -17,133 +18,195 @@
 //! answer says `terminated:true` with `result_delivered_elsewhere:true`
 //! instead of a second copy of the result (exactly-once delivery).
 
-use init::{Pid, Signal};
-use serde_json::{Map, Value, json};
+use std::time::Duration;
 
-use super::args::{self, Args, unknown_job};
-use super::{CallCtx, Fail, Outcome, await_death, deadline_in};
-use crate::jobs::{Claim, JobId, result};
+use init::{Pid, Signal};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::schema;
+use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use crate::jobs::result::JobResult;
+use crate::jobs::{Claim, DeathPhase, JobId};
+use crate::protocol::result::Payload;
 
 /// Default seconds to wait for death after a signal.
 const DEFAULT_TIMEOUT: f64 = 5.0;
+
+/// The tool.
+pub const TOOL: Tool = Tool {
+    name: "kill",
+    title: "Signal a job",
+    description: "Send a signal to a job's whole process group and verify that it died (process reaped and group empty). signal: a name (TERM, KILL, INT…), a number, or ASSURED (TERM, then KILL if anything survives the timeout).",
+    effect: Effect::Destructive,
+    input_schema: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "job_id": schema::job_id(),
+                "signal": {"type": "string", "description": "Default TERM."},
+                "timeout": {"type": "number", "description": "Seconds to wait for death after each signal (default 5; 0 = don't wait)."}
+            },
+            "required": ["job_id"]
+        })
+    },
+    output_schema: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "job_id": {"type": "string"},
+                "terminated": {"type": "boolean"},
+                "already_terminated": {"type": "boolean"},
+                "signal_sent": {"type": "integer"},
+                "escalated": {"type": "boolean"},
+                "result": schema::job_result_schema(),
+                "result_delivered_elsewhere": {"type": "boolean"},
+                "state": {"type": "string"},
+                "detail": {"type": "string"}
+            },
+            "required": ["job_id", "terminated"]
+        })
+    },
+    run,
+};
+
+/// The answer, in wire field order; absent fields are omitted.
+#[derive(Serialize)]
+struct Killed {
+    job_id: JobId,
+    terminated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    already_terminated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal_sent: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    escalated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<JobResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_delivered_elsewhere: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+}
+
+impl Killed {
+    fn new(job_id: JobId, terminated: bool) -> Killed {
+        Killed {
+            job_id,
+            terminated,
+            already_terminated: None,
+            signal_sent: None,
+            escalated: None,
+            result: None,
+            result_delivered_elsewhere: None,
+            state: None,
+            detail: None,
+        }
+    }
+}
 
 enum Plan {
     One(Signal),
     Assured,
 }
 
-fn parse_signal(a: &Args) -> Result<Plan, String> {
+fn parse_signal(a: &Args) -> Result<Plan, ToolError> {
     let raw = match a.get("signal") {
         None | Some(Value::Null) => return Ok(Plan::One(Signal::TERM)),
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(Plan::One(Signal::TERM)),
         Some(Value::String(s)) => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
-        Some(_) => return Err(args::invalid("\"signal\" must be a string")),
+        Some(_) => return Err(ToolError::invalid("\"signal\" must be a string")),
     };
-    if raw.trim().eq_ignore_ascii_case("ASSURED") {
+    let name = raw.trim();
+    let bare = match name.get(..3) {
+        Some(p) if p.eq_ignore_ascii_case("SIG") => &name[3..],
+        _ => name,
+    };
+    if bare.eq_ignore_ascii_case("ASSURED") {
         return Ok(Plan::Assured);
     }
     Signal::parse(&raw).map(Plan::One).map_err(|e| match e {
-        init::ParseSignalError::InvalidNumber(n) => format!("invalid signal number {n}"),
-        init::ParseSignalError::Unknown(s) => {
-            format!(
-                "unknown signal \"{s}\" (use e.g. \"TERM\", \"KILL\", \"ASSURED\", or a number)"
-            )
-        }
+        init::ParseSignalError::InvalidNumber(n) => ToolError::InvalidSignalNumber(n.to_string()),
+        init::ParseSignalError::Unknown(s) => ToolError::UnknownSignal(s),
     })
 }
 
-/// Runs the tool.
-pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
+fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
+    Box::pin(kill(call, a))
+}
+
+async fn kill(call: &Call, a: &Args) -> Outcome {
     let id = args::job_id(a)?;
     let plan = parse_signal(a)?;
     let timeout = args::opt_seconds(a, "timeout")?
         .unwrap_or(DEFAULT_TIMEOUT)
         .max(0.0);
-    let jobs = &ctx.app.jobs;
+    let jobs = &call.app.jobs;
+    let table = jobs.table();
 
-    let (pgid, terminal) = jobs
+    let (pgid, terminal) = table
         .with(id, |j| (j.pgid, j.state.is_terminal()))
-        .ok_or_else(|| unknown_job(id))?;
-    let group_alive = pgid.is_some_and(init::group_exists);
-    if terminal && !group_alive {
-        return match jobs.claim(id) {
-            Claim::Delivered(job) => Ok(json!({
-                "job_id": id.to_string(),
-                "terminated": true,
-                "already_terminated": true,
-                "result": result::delivered(&job),
-            })),
-            _ => Err(Fail::Message(unknown_job(id))),
+        .ok_or_else(|| ToolError::unknown(id))?;
+    if terminal && !init::group_exists(pgid) {
+        return match table.claim(id) {
+            Claim::Delivered(job) => {
+                let mut out = Killed::new(id, true);
+                out.already_terminated = Some(true);
+                out.result = Some(JobResult::delivered(&job));
+                Ok(Payload::object(out))
+            }
+            _ => Err(ToolError::unknown(id).into()),
         };
     }
-    let Some(pgid) = pgid else {
-        return Err(Fail::Message(unknown_job(id)));
-    };
 
-    let (first, assured) = match plan {
-        Plan::One(sig) => (sig, false),
-        Plan::Assured => (Signal::TERM, true),
+    let wait = Duration::from_secs_f64(timeout.min(86_400.0));
+    let steps: &[(Signal, Duration)] = match plan {
+        Plan::One(sig) => &[(sig, wait)],
+        Plan::Assured => &[(Signal::TERM, wait), (Signal::KILL, wait)],
     };
-    let mut sent = first;
-    let mut escalated = false;
-    send(pgid, first)?;
-    let mut dead = wait_dead(ctx, id, pgid, timeout).await?;
-    if !dead && assured {
-        sent = Signal::KILL;
-        escalated = true;
-        send(pgid, Signal::KILL)?;
-        dead = wait_dead(ctx, id, pgid, timeout).await?;
-    }
+    let phase = call.phase.clone();
+    let report = move |p: DeathPhase| {
+        phase.set(match p {
+            DeathPhase::Exiting => "waiting for the process to exit",
+            DeathPhase::Draining => "waiting for the process group to drain",
+        });
+    };
+    let done = cancellable(&call.cancel, jobs.terminate(id, pgid, steps, &report))
+        .await?
+        .map_err(|e| {
+            let signal = steps.first().map_or(Signal::TERM, |s| s.0);
+            ToolError::SignalFailed {
+                signal: signal.to_string(),
+                pgid: pgid.0,
+                reason: e.to_string(),
+            }
+        })?;
+    let sent = done.sent.unwrap_or(Signal::TERM);
 
-    let mut out = Map::new();
-    out.insert("job_id".into(), json!(id.to_string()));
-    out.insert("terminated".into(), json!(dead));
-    out.insert("signal_sent".into(), json!(sent.as_raw()));
-    if escalated {
-        out.insert("escalated".into(), json!(true));
+    let mut out = Killed::new(id, done.dead);
+    out.signal_sent = Some(sent.as_raw());
+    if done.escalated {
+        out.escalated = Some(true);
     }
-    if dead {
-        match jobs.claim(id) {
-            Claim::Delivered(job) => {
-                out.insert("result".into(), result::delivered(&job));
-            }
-            Claim::Unknown => {
-                out.insert("result_delivered_elsewhere".into(), json!(true));
-            }
+    if done.dead {
+        match table.claim(id) {
+            Claim::Delivered(job) => out.result = Some(JobResult::delivered(&job)),
+            Claim::Unknown => out.result_delivered_elsewhere = Some(true),
             Claim::Running => {
                 // Cannot happen: dead implies terminal; report what we see.
-                out.insert("terminated".into(), json!(false));
-                out.insert("state".into(), json!("running"));
+                out.terminated = false;
+                out.state = Some("running");
             }
         }
-        return Ok(Value::Object(out));
+        return Ok(Payload::object(out));
     }
-    let state = jobs.with(id, |j| j.state.name()).unwrap_or("running");
-    let child_running = state == "running";
-    out.insert("state".into(), json!(state));
-    out.insert("detail".into(), json!(detail(pgid, sent, child_running)));
-    Ok(Value::Object(out))
-}
-
-fn send(pgid: Pid, sig: Signal) -> Result<(), Fail> {
-    init::signal_group(pgid, sig)
-        .map(|_| ())
-        .map_err(|e| Fail::Message(format!("sending {sig} to process group {pgid}: {e}")))
-}
-
-/// Waits up to `timeout` seconds for the child to be reaped and the group
-/// to drain; reports the phase to the progress ticker.
-async fn wait_dead(ctx: &CallCtx<'_>, id: JobId, pgid: Pid, timeout: f64) -> Result<bool, Fail> {
-    await_death(
-        ctx.app,
-        id,
-        pgid,
-        deadline_in(timeout),
-        ctx.cancel,
-        Some(ctx.progress),
-    )
-    .await
+    let state = table.with(id, |j| j.state.name()).unwrap_or("running");
+    out.state = Some(state);
+    out.detail = Some(detail(pgid, sent, state == "running"));
+    Ok(Payload::object(out))
 }
 
 fn detail(pgid: Pid, sig: Signal, child_running: bool) -> String {
@@ -167,5 +230,41 @@ fn detail(pgid: Pid, sig: Signal, child_running: bool) -> String {
             "the process exited, but other members of its process group {pgid} survive {sig}: {list}. \
              Retry with KILL/9 or ASSURED"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(v: Value) -> Result<Plan, ToolError> {
+        let mut a = Args::new();
+        a.insert("signal".into(), v);
+        parse_signal(&a)
+    }
+
+    #[test]
+    fn assured_and_every_name_accept_an_optional_sig_prefix_in_any_case() {
+        for s in ["ASSURED", "assured", "SIGASSURED", "sigAssured"] {
+            assert!(matches!(plan(json!(s)), Ok(Plan::Assured)), "{s}");
+        }
+        for s in ["sigkill", "SIGKILL", "kill", "9"] {
+            assert!(
+                matches!(plan(json!(s)), Ok(Plan::One(sig)) if sig == Signal::KILL),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_and_zero_signals_have_their_reference_texts() {
+        assert_eq!(
+            plan(json!("NOPE")).err().unwrap().to_string(),
+            "unknown signal \"NOPE\" (use e.g. \"TERM\", \"KILL\", \"ASSURED\", or a number)"
+        );
+        assert_eq!(
+            plan(json!("0")).err().unwrap().to_string(),
+            "invalid signal number 0"
+        );
     }
 }

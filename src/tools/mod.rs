@@ -1,13 +1,19 @@
-//! The seven MCP tools: dispatch, result wrapping, and the shared helpers of
-//! blocking calls. One file per tool, named after it.
+//! The MCP tools: one file per tool, each declaring one [`Tool`] — name,
+//! title, description, annotations, input and output schemas, handler — and
+//! [`TOOLS`], the one list that `tools/list` and `tools/call` both read.
 //!
-//! A tool returns `Ok(json)` (wrapped as a text block, plus
-//! `structuredContent` from revision 2025-06-18 on), `Err(Fail::Message)`
-//! (an `isError:true` result with that text) or `Err(Fail::Cancelled)`
-//! (JSON-RPC `-32800`). Protocol-level problems (params not an object,
-//! unknown tool) are JSON-RPC errors, raised in [`call`] before any tool runs.
+//! A handler returns a typed [`Payload`] (serialised on write), a
+//! [`ToolError`] (an `isError:true` result with one of SPEC §4.9's texts) or
+//! [`Fail::Cancelled`] (JSON-RPC `-32800`). Protocol-level problems (params
+//! not an object, unknown tool) are JSON-RPC errors, raised in [`call`]
+//! before any tool runs.
+//!
+//! Tools see the job service and the call's context ([`Call`]); they never
+//! know which session or transport called them.
 
 pub mod args;
+pub mod context;
+pub mod error;
 pub mod execute;
 pub mod input;
 pub mod kill;
@@ -17,49 +23,105 @@ pub mod schema;
 pub mod status;
 pub mod wait;
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::jobs::{JobId, JobTable};
+pub use args::Args;
+pub use context::{App, Call, Phase};
+pub use error::{Fail, ToolError};
+
 use crate::protocol::ErrorCode;
+use crate::protocol::result::{CallResult, Payload};
 use crate::protocol::version::Revision;
-use crate::server::App;
-use crate::server::progress::Progress;
 
-/// What a running tool call can reach.
-pub struct CallCtx<'a> {
-    /// Shared server state.
-    pub app: &'a Arc<App>,
-    /// Cancelled by `notifications/cancelled` for this request, and by
-    /// shutdown (it is a child of [`CallCtx::shutdown`]).
-    pub cancel: &'a CancellationToken,
-    /// Cancelled when the server shuts down.
-    pub shutdown: &'a CancellationToken,
-    /// The progress phase for the ticker.
-    pub progress: &'a Progress,
+/// A handler's outcome.
+pub type Outcome = Result<Payload, Fail>;
+
+/// A handler's future.
+pub type Running<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+
+/// What a client is told about a tool's effects (MCP annotations).
+#[derive(Clone, Copy, Debug)]
+pub enum Effect {
+    /// Reads only: `readOnlyHint:true, openWorldHint:false`.
+    ReadOnly,
+    /// Changes processes: `readOnlyHint:false, destructiveHint:true,
+    /// idempotentHint:false, openWorldHint:true`.
+    Destructive,
 }
 
-/// How a tool can fail.
-#[derive(Debug)]
-pub enum Fail {
-    /// A tool error: `isError:true` with this text.
-    Message(String),
-    /// The request was cancelled.
-    Cancelled,
+/// One tool: everything `tools/list` says about it, and its handler.
+pub struct Tool {
+    /// The name clients call it by.
+    pub name: &'static str,
+    /// A human title (revisions with titles).
+    pub title: &'static str,
+    /// What it does, for the model.
+    pub description: &'static str,
+    /// Its annotations (revisions with annotations).
+    pub effect: Effect,
+    /// Its `inputSchema`.
+    pub input_schema: fn() -> Value,
+    /// Its `outputSchema`: the shape of `structuredContent`.
+    pub output_schema: fn() -> Value,
+    /// Runs it.
+    pub run: for<'a> fn(&'a Call, &'a Args) -> Running<'a>,
 }
 
-impl From<String> for Fail {
-    fn from(s: String) -> Fail {
-        Fail::Message(s)
+/// Every tool, in `tools/list` order.
+pub static TOOLS: [&Tool; 7] = [
+    &execute::TOOL,
+    &wait::TOOL,
+    &status::TOOL,
+    &output::TOOL,
+    &input::TOOL,
+    &kill::TOOL,
+    &list_jobs::TOOL,
+];
+
+impl Tool {
+    /// The `tools/list` entry for a session of `revision`: description and
+    /// `inputSchema` always; the rest as [`Revision`] decides.
+    pub fn describe(&self, revision: Revision) -> Value {
+        let mut v = json!({
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": (self.input_schema)(),
+        });
+        if revision.has_titles_and_output_schemas() {
+            v["title"] = json!(self.title);
+            v["outputSchema"] = (self.output_schema)();
+        }
+        if revision.has_annotations() {
+            v["annotations"] = match self.effect {
+                Effect::ReadOnly => {
+                    json!({"title": self.title, "readOnlyHint": true, "openWorldHint": false})
+                }
+                Effect::Destructive => json!({
+                    "title": self.title,
+                    "readOnlyHint": false,
+                    "destructiveHint": true,
+                    "idempotentHint": false,
+                    "openWorldHint": true,
+                }),
+            };
+        }
+        v
     }
 }
 
-/// A tool's outcome.
-pub type Outcome = Result<Value, Fail>;
+/// The `tools/list` result for `revision` as compact JSON, built once per
+/// revision and then only copied.
+pub fn list_json(revision: Revision) -> &'static str {
+    static CACHE: [OnceLock<String>; Revision::ALL.len()] = [const { OnceLock::new() }; 4];
+    CACHE[revision.index()].get_or_init(|| {
+        let tools: Vec<Value> = TOOLS.iter().map(|t| t.describe(revision)).collect();
+        json!({ "tools": tools }).to_string()
+    })
+}
 
 /// How a `tools/call` request fails as a whole.
 #[derive(Debug)]
@@ -70,32 +132,9 @@ pub enum CallError {
     Protocol(ErrorCode, String),
 }
 
-/// The tool names, in `tools/list` order.
-pub const NAMES: [&str; 7] = [
-    "execute",
-    "wait",
-    "status",
-    "output",
-    "input",
-    "kill",
-    "list_jobs",
-];
-
-/// `tools/list` for the session's revision.
-pub fn list(revision: Revision) -> Vec<Value> {
-    NAMES
-        .iter()
-        .map(|n| schema::describe(n, revision))
-        .collect()
-}
-
 /// Handles one `tools/call`: validates the envelope, runs the tool, wraps
 /// the outcome.
-pub async fn call(
-    ctx: &CallCtx<'_>,
-    params: &Value,
-    revision: Revision,
-) -> Result<ToolResult, CallError> {
+pub async fn call(call: &Call, params: &Value) -> Result<CallResult, CallError> {
     let Some(params) = params.as_object() else {
         return Err(CallError::Protocol(
             ErrorCode::INVALID_PARAMS,
@@ -108,196 +147,92 @@ pub async fn call(
             "invalid params: \"name\" must be a string".into(),
         ));
     };
-    let empty = serde_json::Map::new();
+    let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
+        return Err(CallError::Protocol(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("unknown tool: {name}"),
+        ));
+    };
+    let empty = Args::new();
     let args = match params.get("arguments") {
         None | Some(Value::Null) => &empty,
         Some(Value::Object(m)) => m,
         Some(_) => {
-            return Ok(ToolResult::Error(
-                "invalid arguments: \"arguments\" must be an object".into(),
-            ));
+            let e = ToolError::invalid("\"arguments\" must be an object");
+            return Ok(CallResult::Error(e.to_string()));
         }
     };
-    let outcome = match name {
-        "execute" => execute::run(ctx, args).await,
-        "wait" => wait::run(ctx, args).await,
-        "status" => status::run(ctx, args),
-        "output" => output::run(ctx, args),
-        "input" => input::run(ctx, args).await,
-        "kill" => kill::run(ctx, args).await,
-        "list_jobs" => Ok(list_jobs::run(ctx)),
-        other => {
-            return Err(CallError::Protocol(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("unknown tool: {other}"),
-            ));
-        }
-    };
-    match outcome {
-        Ok(value) => Ok(ToolResult::Success {
-            value,
-            structured: revision.has_structured_output(),
+    match (tool.run)(call, args).await {
+        Ok(payload) => Ok(CallResult::Success {
+            payload,
+            structured: call.revision.has_structured_content(),
         }),
-        Err(Fail::Message(m)) => Ok(ToolResult::Error(m)),
+        Err(Fail::Tool(e)) => Ok(CallResult::Error(e.to_string())),
         Err(Fail::Cancelled) => Err(CallError::Cancelled),
     }
 }
 
-/// A `tools/call` result, serialised straight into the output stream.
-///
-/// Success: `{"content":[{"type":"text","text":<compact JSON>}],
-/// "structuredContent"?:<object>,"isError":false}`. The text block is the
-/// compact JSON of the result in every revision (SPEC §3: `wait`'s is an
-/// array); only `structuredContent` (from 2025-06-18 on), which MCP requires
-/// to be an object, wraps an array as `{"results": […]}`. The text is
-/// produced by streaming the value through the string escaper
-/// (`collect_str`), so a megabyte of output is never held twice.
-///
-/// Failure: `{"content":[{"type":"text","text":<message>}],"isError":true}`.
-#[derive(Debug)]
-pub enum ToolResult {
-    /// The tool succeeded.
-    Success {
-        /// Its result.
-        value: Value,
-        /// Whether to add `structuredContent`.
-        structured: bool,
-    },
-    /// The tool failed with this message.
-    Error(String),
-}
-
-impl serde::Serialize for ToolResult {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-
-        /// `{"type":"text","text":<compact JSON of the value>}`.
-        struct JsonText<'a>(&'a Value);
-        impl serde::Serialize for JsonText<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                struct Compact<'a>(&'a Value);
-                impl serde::Serialize for Compact<'_> {
-                    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                        // `Value`'s Display is its compact JSON, written in pieces.
-                        s.collect_str(self.0)
-                    }
-                }
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("type", "text")?;
-                m.serialize_entry("text", &Compact(self.0))?;
-                m.end()
-            }
-        }
-        /// The value as an object: arrays go under `results`.
-        struct Structured<'a>(&'a Value);
-        impl serde::Serialize for Structured<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                if self.0.is_array() {
-                    let mut m = s.serialize_map(Some(1))?;
-                    m.serialize_entry("results", self.0)?;
-                    m.end()
-                } else {
-                    self.0.serialize(s)
-                }
-            }
-        }
-
-        let mut m = s.serialize_map(None)?;
-        match self {
-            ToolResult::Success { value, structured } => {
-                m.serialize_entry("content", &[JsonText(value)])?;
-                if *structured {
-                    m.serialize_entry("structuredContent", &Structured(value))?;
-                }
-                m.serialize_entry("isError", &false)?;
-            }
-            ToolResult::Error(message) => {
-                m.serialize_entry("content", &[json!({"type": "text", "text": message})])?;
-                m.serialize_entry("isError", &true)?;
-            }
-        }
-        m.end()
-    }
-}
-
-/// How a wait for one job ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Awaited {
-    /// The job is terminal (still in the table).
-    Terminal,
-    /// The deadline passed first.
-    Timeout,
-    /// The job left the table (delivered elsewhere).
-    Gone,
-}
-
-/// Waits until job `id` is terminal, it leaves the table, or `deadline`.
-/// Cancellable.
-pub async fn await_terminal(
-    jobs: &JobTable,
-    id: JobId,
-    deadline: Option<Instant>,
-    cancel: &CancellationToken,
-) -> Result<Awaited, Fail> {
-    loop {
-        let changed = jobs.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        match jobs.with(id, |j| j.state.is_terminal()) {
-            None => return Ok(Awaited::Gone),
-            Some(true) => return Ok(Awaited::Terminal),
-            Some(false) => {}
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return Err(Fail::Cancelled),
-            () = &mut changed => {}
-            () = sleep_until_opt(deadline) => return Ok(Awaited::Timeout),
-        }
-    }
-}
-
-/// Waits until job `id` is dead — its direct child reaped **and** its group
-/// `pgid` empty — or `deadline`; returns whether it is. Reports the phase to
-/// `progress` when given. Cancellable.
-pub async fn await_death(
-    app: &App,
-    id: JobId,
-    pgid: init::Pid,
-    deadline: Instant,
-    cancel: &CancellationToken,
-    progress: Option<&Progress>,
-) -> Result<bool, Fail> {
-    if let Some(p) = progress {
-        p.phase("waiting for the process to exit");
-    }
-    if await_terminal(&app.jobs, id, Some(deadline), cancel).await? == Awaited::Timeout {
-        return Ok(false);
-    }
-    if let Some(p) = progress {
-        p.phase("waiting for the process group to drain");
-    }
-    let left = deadline.saturating_duration_since(Instant::now());
+/// Waits on `fut` unless `cancel` fires first (then `Fail::Cancelled`).
+pub async fn cancellable<T>(
+    cancel: &tokio_util::sync::CancellationToken,
+    fut: impl Future<Output = T>,
+) -> Result<T, Fail> {
     tokio::select! {
-        empty = app.init.wait_group_empty(pgid, left) => Ok(empty),
+        biased;
         () = cancel.cancelled() => Err(Fail::Cancelled),
-    }
-}
-
-/// Sleeps until `deadline`, or forever for `None`.
-pub async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
+        v = fut => Ok(v),
     }
 }
 
 /// A deadline `secs` from now (negative and NaN count as zero; huge values
 /// are capped at a day so the arithmetic cannot overflow).
-pub fn deadline_in(secs: f64) -> Instant {
+pub fn deadline_in(secs: f64) -> tokio::time::Instant {
     let secs = if secs.is_finite() {
         secs.clamp(0.0, 86_400.0)
     } else {
         0.0
     };
-    Instant::now() + Duration::from_secs_f64(secs)
+    tokio::time::Instant::now() + std::time::Duration::from_secs_f64(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_unique_name_and_object_schemas() {
+        let mut names: Vec<_> = TOOLS.iter().map(|t| t.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TOOLS.len());
+        for t in TOOLS {
+            assert_eq!((t.input_schema)()["type"], "object", "{}", t.name);
+            assert_eq!((t.output_schema)()["type"], "object", "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn the_list_is_built_once_per_revision_and_gated_by_it() {
+        let old: Value = serde_json::from_str(list_json(Revision::V2024_11_05)).unwrap();
+        let new: Value = serde_json::from_str(list_json(Revision::V2025_11_25)).unwrap();
+        assert!(std::ptr::eq(
+            list_json(Revision::V2025_11_25),
+            list_json(Revision::V2025_11_25)
+        ));
+        let first = &old["tools"][0];
+        assert!(first.get("annotations").is_none() && first.get("title").is_none());
+        let first = &new["tools"][0];
+        assert!(first.get("annotations").is_some() && first.get("outputSchema").is_some());
+        assert_eq!(new["tools"].as_array().unwrap().len(), 7);
+    }
+
+    #[test]
+    fn no_input_schema_has_a_top_level_combinator() {
+        for t in TOOLS {
+            let s = (t.input_schema)();
+            for k in ["oneOf", "anyOf", "allOf"] {
+                assert!(s.get(k).is_none(), "{} has top-level {k}", t.name);
+            }
+        }
+    }
 }

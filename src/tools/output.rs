@@ -2,29 +2,54 @@
 //!
 //! Input: `job_id`, `stdout`, `stderr` (stream specs, §5.1). Output: the
 //! status fields plus one slice per requested stream. The capture policy is
-//! not used here.
+//! not used here. The stream specs are validated before the job id, so a bad
+//! spec is reported even for an unknown job (SPEC §4.8a).
 
-use serde_json::Value;
+use serde_json::json;
 
-use super::args::{self, Args, invalid, unknown_job};
-use super::{CallCtx, Outcome};
+use super::schema;
+use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args};
 use crate::capture::StreamSpec;
-use crate::jobs::result;
+use crate::jobs::result::JobResult;
+use crate::protocol::result::Payload;
 
-/// Runs the tool.
-pub fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
-    let id = args::job_id(a)?;
-    let spec = |key: &str| -> Result<StreamSpec, String> {
+/// The tool.
+pub const TOOL: Tool = Tool {
+    name: "output",
+    title: "Read job output",
+    description: "Read a running or ended job's stdout/stderr by stream spec (all, tail N lines, or from an absolute byte offset), without removing it.",
+    effect: Effect::ReadOnly,
+    input_schema: || {
+        json!({
+            "type": "object",
+            "properties": {"job_id": schema::job_id(), "stdout": schema::stream_spec(), "stderr": schema::stream_spec()},
+            "required": ["job_id"]
+        })
+    },
+    output_schema: schema::job_result_schema,
+    run,
+};
+
+fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
+    Box::pin(async move { output(call, a) })
+}
+
+fn output(call: &Call, a: &Args) -> Outcome {
+    let spec = |key: &str| -> Result<StreamSpec, ToolError> {
         match a.get(key) {
             None => Ok(StreamSpec::None),
-            Some(v) => StreamSpec::from_json(v).map_err(|e| invalid(format!("{key}: {e}"))),
+            Some(v) => {
+                StreamSpec::from_json(v).map_err(|e| ToolError::invalid(format!("{key}: {e}")))
+            }
         }
     };
     let (stdout, stderr) = (spec("stdout")?, spec("stderr")?);
-    let out = ctx
+    let id = args::job_id(a)?;
+    let out = call
         .app
         .jobs
-        .with(id, |j| result::with_streams(j, &stdout, &stderr))
-        .ok_or_else(|| unknown_job(id))?;
-    Ok(Value::Object(out))
+        .table()
+        .with(id, |j| JobResult::with_streams(j, &stdout, &stderr))
+        .ok_or_else(|| ToolError::unknown(id))?;
+    Ok(Payload::object(out))
 }

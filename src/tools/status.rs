@@ -1,19 +1,37 @@
 //! `status`: a job's state, never removes it (SPEC §4.4).
-//! Output: `{job_id, state, exit_code?, signal?, signal_number?, start_error?}`.
+//!
+//! Input: `job_id`. Output: `{job_id, state, exit_code?, signal?,
+//! signal_number?, start_error?}`.
 
-use serde_json::Value;
+use serde_json::json;
 
-use super::args::{self, Args, unknown_job};
-use super::{CallCtx, Outcome};
-use crate::jobs::result;
+use super::schema;
+use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args};
+use crate::jobs::result::Status;
+use crate::protocol::result::Payload;
 
-/// Runs the tool.
-pub fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
+/// The tool.
+pub const TOOL: Tool = Tool {
+    name: "status",
+    title: "Job status",
+    description: "A job's state and exit code, without removing it.",
+    effect: Effect::ReadOnly,
+    input_schema: || json!({"type": "object", "properties": {"job_id": schema::job_id()}, "required": ["job_id"]}),
+    output_schema: schema::status_schema,
+    run,
+};
+
+fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
+    Box::pin(async move { status(call, a) })
+}
+
+fn status(call: &Call, a: &Args) -> Outcome {
     let id = args::job_id(a)?;
-    let status = ctx
+    let status = call
         .app
         .jobs
-        .with(id, |j| result::status(j.id, &j.state))
-        .ok_or_else(|| unknown_job(id))?;
-    Ok(Value::Object(status))
+        .table()
+        .with(id, |j| Status::of(j.id, &j.state))
+        .ok_or_else(|| ToolError::unknown(id))?;
+    Ok(Payload::object(status))
 }

@@ -8,60 +8,102 @@
 //! same answer repeats its status fields without the streams, so the output
 //! is delivered once. An unknown id fails the whole call.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::args::{Args, invalid, unknown_job};
-use super::{CallCtx, Fail, Outcome, deadline_in};
-use crate::jobs::{JobId, WaitEntry, result};
+use super::schema;
+use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, deadline_in};
+use crate::jobs::result::{JobResult, Status};
+use crate::jobs::{JobId, WaitEntry};
+use crate::protocol::result::Payload;
 
-fn parse_ids(a: &Args) -> Result<Vec<JobId>, String> {
-    let required = || "\"job_ids\" must be a non-empty array".to_owned();
+/// The tool.
+pub const TOOL: Tool = Tool {
+    name: "wait",
+    title: "Wait for jobs",
+    description: "Block until any of the listed jobs ends, or the timeout. Returns one entry per id, in order: ended jobs with their full result (and they are removed), running ones as {job_id, state:\"running\"}.",
+    effect: Effect::ReadOnly,
+    input_schema: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "job_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "timeout": {"type": "number", "description": "Seconds (default 30); <= 0 polls."}
+            },
+            "required": ["job_ids"]
+        })
+    },
+    output_schema: || {
+        json!({
+            "type": "object",
+            "properties": {"results": {"type": "array", "items": schema::job_result_schema()}},
+            "required": ["results"]
+        })
+    },
+    run,
+};
+
+/// One entry of the answer.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Entry {
+    Result(JobResult),
+    Status(Status),
+}
+
+fn parse_ids(a: &Args) -> Result<Vec<JobId>, ToolError> {
     let Some(Value::Array(items)) = a.get("job_ids") else {
-        return Err(required());
+        return Err(ToolError::JobIdsRequired);
     };
     if items.is_empty() {
-        return Err(required());
+        return Err(ToolError::JobIdsRequired);
     }
     items
         .iter()
         .map(|v| match v {
-            Value::String(s) => JobId::parse(s).ok_or_else(|| unknown_job(s)),
-            _ => Err(invalid("\"job_ids\" must contain only strings")),
+            Value::String(s) => JobId::parse(s).ok_or_else(|| ToolError::unknown(s)),
+            _ => Err(ToolError::invalid("\"job_ids\" must contain only strings")),
         })
         .collect()
 }
 
-/// Runs the tool.
-pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
+fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
+    Box::pin(wait(call, a))
+}
+
+async fn wait(call: &Call, a: &Args) -> Outcome {
     let ids = parse_ids(a)?;
     let timeout = match super::args::opt_seconds(a, "timeout")? {
         Some(t) => t,
-        None => ctx.app.config.default_timeout.as_secs_f64(),
+        None => call.app.config.default_timeout.as_secs_f64(),
     };
     let deadline = deadline_in(timeout);
-    let jobs = &ctx.app.jobs;
-    ctx.progress.phase("waiting for jobs");
+    let table = call.app.jobs.table();
+    call.phase.set("waiting for jobs");
     loop {
-        let changed = jobs.changed();
+        let changed = table.changed();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        let entries = jobs.claim_terminal_among(&ids).map_err(unknown_job)?;
+        let entries = table
+            .claim_terminal_among(&ids)
+            .map_err(ToolError::unknown)?;
         let done = entries.iter().any(|e| !matches!(e, WaitEntry::Running(_)));
         if done || tokio::time::Instant::now() >= deadline {
-            return Ok(Value::Array(entries.into_iter().map(render).collect()));
+            let out: Vec<Entry> = entries.into_iter().map(render).collect();
+            return Ok(Payload::array("results", out));
         }
         tokio::select! {
-            () = ctx.cancel.cancelled() => return Err(Fail::Cancelled),
+            () = call.cancel.cancelled() => return Err(Fail::Cancelled),
             () = &mut changed => {}
             () = tokio::time::sleep_until(deadline) => {}
         }
     }
 }
 
-fn render(e: WaitEntry) -> Value {
+fn render(e: WaitEntry) -> Entry {
     match e {
-        WaitEntry::Delivered(job) => result::delivered(&job),
-        WaitEntry::Repeat(id, state) => Value::Object(result::status(id, &state)),
-        WaitEntry::Running(id) => json!({"job_id": id.to_string(), "state": "running"}),
+        WaitEntry::Delivered(job) => Entry::Result(JobResult::delivered(&job)),
+        WaitEntry::Repeat(id, state) => Entry::Status(Status::of(id, &state)),
+        WaitEntry::Running(id) => Entry::Status(Status::running(id)),
     }
 }

@@ -1,0 +1,136 @@
+//! The outgoing queue of one transport: whole messages, bounded in bytes.
+//!
+//! Every message (a response line, a notification line) takes permits worth
+//! its size from a byte budget before it is queued and gives them back once
+//! the transport has written it. While the budget is used up, senders wait
+//! and the transport's reader does not take the next request
+//! ([`Outbox::room`]): a client that does not read can make the server hold
+//! at most about one budget of answers plus the calls already running, never
+//! an unbounded queue. Messages keep their order: the semaphore is fair, so
+//! permits are granted in the order they were asked for.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+/// Bytes of queued messages a transport holds at most (a bigger message
+/// waits for the queue to empty and then takes the whole budget).
+pub const BUDGET: usize = 8 << 20;
+
+/// What the writing end receives.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// One message without its framing; the permit returns its bytes to the
+    /// budget when dropped (after the write).
+    Message(String, OwnedSemaphorePermit),
+    /// Write what came before, flush, and stop.
+    Finish,
+}
+
+/// The sending side; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    room: Arc<Semaphore>,
+}
+
+/// The receiving side, for the transport's writer.
+#[derive(Debug)]
+pub struct Inbox {
+    /// Messages in order.
+    pub rx: mpsc::UnboundedReceiver<Outgoing>,
+    room: Arc<Semaphore>,
+}
+
+impl Inbox {
+    /// Called by the writer when it stops for good (the peer is gone): every
+    /// waiting and later sender returns at once, dropping its message.
+    pub fn close(&self) {
+        self.room.close();
+    }
+}
+
+/// A new queue with a budget of `budget` bytes.
+pub fn new(budget: usize) -> (Outbox, Inbox) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let room = Arc::new(Semaphore::new(budget));
+    (
+        Outbox {
+            tx,
+            room: Arc::clone(&room),
+        },
+        Inbox { rx, room },
+    )
+}
+
+impl Outbox {
+    /// Queues one message, waiting while the budget is used up. Returns
+    /// `false` when the writer has stopped (the message is dropped).
+    pub async fn send(&self, message: String) -> bool {
+        let cost = u32::try_from(message.len().clamp(1, BUDGET)).unwrap_or(u32::MAX);
+        let Ok(permit) = Arc::clone(&self.room).acquire_many_owned(cost).await else {
+            return false;
+        };
+        self.tx.send(Outgoing::Message(message, permit)).is_ok()
+    }
+
+    /// Waits until the queue has room for more (at least one byte of
+    /// budget is free), or the writer has stopped.
+    pub async fn room(&self) {
+        let _ = self.room.acquire().await;
+    }
+
+    /// Asks the writer to write everything queued so far and stop.
+    pub fn finish(&self) {
+        let _ = self.tx.send(Outgoing::Finish);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_budget_makes_senders_and_readers_wait_until_the_writer_takes_a_message() {
+        let (out, mut inbox) = new(10);
+        assert!(out.send("0123456789".into()).await);
+        let blocked = tokio::time::timeout(std::time::Duration::from_millis(50), out.room()).await;
+        assert!(
+            blocked.is_err(),
+            "room() must wait while the budget is used up"
+        );
+        let Some(Outgoing::Message(m, permit)) = inbox.rx.recv().await else {
+            panic!("expected the message");
+        };
+        assert_eq!(m, "0123456789");
+        drop(permit);
+        tokio::time::timeout(std::time::Duration::from_secs(5), out.room())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn messages_keep_their_order_and_finish_comes_after_them() {
+        let (out, mut inbox) = new(1 << 20);
+        for i in 0..5 {
+            assert!(out.send(format!("m{i}")).await);
+        }
+        out.finish();
+        for i in 0..5 {
+            match inbox.rx.recv().await {
+                Some(Outgoing::Message(m, _)) => assert_eq!(m, format!("m{i}")),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(inbox.rx.recv().await, Some(Outgoing::Finish)));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn after_the_writer_closes_senders_return_false_at_once() {
+        let (out, inbox) = new(4);
+        assert!(out.send("1234".into()).await);
+        inbox.close();
+        assert!(!out.send("more".into()).await);
+        out.room().await;
+    }
+}

@@ -1,0 +1,341 @@
+//! One MCP session: protocol state and dispatch, for any transport.
+//!
+//! A session owns protocol state only (SPEC §10): the negotiated revision,
+//! its requests in flight (for cancellation) and their progress tickers.
+//! Jobs are not the session's: they live in the process-wide job service,
+//! so a job started here can be waited for from any other session.
+//!
+//! A transport gives the session one framed message at a time
+//! ([`Session::on_line`]) together with the [`Outbox`] where that message's
+//! response and notifications go; that pair is the whole transport
+//! interface. Nothing below this module knows which transport called.
+//!
+//! # Requests
+//! - `initialize`, `ping`, `tools/list` and errors are answered inline, in
+//!   order; `tools/list` is a copy of a per-revision string built once.
+//! - Each `tools/call` runs in its own task, registered as in flight before
+//!   the task exists (so a cancel that follows it on the wire finds it): a
+//!   blocking `execute`/`wait` never delays other requests, and responses
+//!   may come out of order. The call's future yields its response; whoever
+//!   awaits it (the call's task, or a batch's collector) sends it — one
+//!   response value per request.
+//! - A batch (2025-03-26 sessions only) is answered with one array of its
+//!   responses in request order, once every member is answered.
+//!
+//! # Ending
+//! When the server's shutdown token is cancelled, every call still in
+//! flight answers `-32800` (each call's token is a child of the session's,
+//! itself a child of the server's); a call that is not blocked then
+//! completes normally, or is answered anyway after a short backstop.
+//! [`Session::settle`] waits for the calls to finish.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::outbox::Outbox;
+use super::progress;
+use crate::protocol::line::Line;
+use crate::protocol::version::Revision;
+use crate::protocol::{self, ErrorCode, Incoming, RequestId};
+use crate::tools::{self, App, Call, CallError, Phase};
+
+/// How long a call may run on after its session ended before it is
+/// answered `-32800` regardless (a call busy in a non-blocking step
+/// finishes first).
+const ANSWER_BACKSTOP: Duration = Duration::from_millis(500);
+
+/// One session.
+pub struct Session {
+    app: Arc<App>,
+    revision: OnceLock<Revision>,
+    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Cancelled when the session ends explicitly; a child of the server's
+    /// shutdown token.
+    calls: CancellationToken,
+    /// The server's shutdown token.
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// A response: ready now, or produced by a call's task.
+enum Reply {
+    Now(String),
+    Later(JoinHandle<String>),
+}
+
+impl Session {
+    /// A new session of `app`, ended at the latest by `shutdown`.
+    pub fn new(app: Arc<App>, shutdown: &CancellationToken) -> Arc<Session> {
+        Arc::new(Session {
+            app,
+            revision: OnceLock::new(),
+            in_flight: Mutex::default(),
+            calls: shutdown.child_token(),
+            shutdown: shutdown.clone(),
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    /// The negotiated revision (2024-11-05 before `initialize`).
+    pub fn revision(&self) -> Revision {
+        self.revision
+            .get()
+            .copied()
+            .unwrap_or(Revision::V2024_11_05)
+    }
+
+    /// Stops taking calls and waits up to `within` for those in flight to
+    /// finish and queue their responses; returns whether they all did.
+    pub async fn settle(&self, within: Duration) -> bool {
+        self.tasks.close();
+        tokio::time::timeout(within, self.tasks.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Handles one framed message; its response (if any) and notifications
+    /// go to `out`.
+    pub async fn on_line(self: &Arc<Self>, line: Line, out: &Outbox) {
+        let bytes = match line {
+            Line::Complete(b) => b,
+            Line::TooLong { bytes } => {
+                let msg = format!(
+                    "parse error: line of {bytes} bytes exceeds MCP_EXEC_MAX_LINE_BYTES ({})",
+                    self.app.config.max_line_bytes
+                );
+                out.send(protocol::error_line(None, ErrorCode::PARSE_ERROR, &msg))
+                    .await;
+                return;
+            }
+        };
+        let value: Value = match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = format!("parse error: {e}");
+                out.send(protocol::error_line(None, ErrorCode::PARSE_ERROR, &msg))
+                    .await;
+                return;
+            }
+        };
+        drop(bytes);
+        if let Value::Array(items) = value {
+            self.on_batch(items, out).await;
+            return;
+        }
+        match self.on_message(Incoming::classify(value), out) {
+            Some(Reply::Now(line)) => {
+                out.send(line).await;
+            }
+            // The call's task sends its response itself.
+            Some(Reply::Later(_)) | None => {}
+        }
+    }
+
+    async fn on_batch(self: &Arc<Self>, items: Vec<Value>, out: &Outbox) {
+        let batches = self.revision.get().is_some_and(|r| r.accepts_batches());
+        if !batches || items.is_empty() {
+            let msg = if batches {
+                "invalid request: empty batch"
+            } else {
+                "invalid request: batches are not accepted in this protocol revision"
+            };
+            out.send(protocol::error_line(None, ErrorCode::INVALID_REQUEST, msg))
+                .await;
+            return;
+        }
+        let replies: Vec<Reply> = items
+            .into_iter()
+            .filter_map(|item| self.on_batch_member(Incoming::classify(item), out))
+            .collect();
+        if replies.is_empty() {
+            return;
+        }
+        let out = out.clone();
+        self.tasks.spawn(async move {
+            let mut lines = Vec::with_capacity(replies.len());
+            for reply in replies {
+                lines.push(match reply {
+                    Reply::Now(line) => line,
+                    Reply::Later(task) => task.await.unwrap_or_else(|e| {
+                        let why = format!("request task failed: {e}");
+                        protocol::error_line(None, ErrorCode::INTERNAL_ERROR, &why)
+                    }),
+                });
+            }
+            out.send(format!("[{}]", lines.join(","))).await;
+        });
+    }
+
+    /// A batch member: like [`Session::on_message`], but a call's response
+    /// is collected instead of sent.
+    fn on_batch_member(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
+        match msg {
+            Incoming::Request { id, method, params } if method == "tools/call" => {
+                let call = self.start_call(id, &params, out);
+                Some(Reply::Later(self.tasks.spawn(call)))
+            }
+            other => self.on_message(other, out),
+        }
+    }
+
+    /// Handles one message; returns its response, if it gets one now. A
+    /// `tools/call` gets a task that sends its response.
+    fn on_message(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
+        match msg {
+            Incoming::Request { id, method, params } => {
+                Some(self.on_request(id, method, params, out))
+            }
+            Incoming::Notification { method, params } => {
+                self.on_notification(&method, &params);
+                None
+            }
+            Incoming::Response => None,
+            Incoming::Invalid { id, message } => Some(Reply::Now(protocol::error_line(
+                id.as_ref(),
+                ErrorCode::INVALID_REQUEST,
+                &message,
+            ))),
+        }
+    }
+
+    fn on_notification(&self, method: &str, params: &Value) {
+        if method != "notifications/cancelled" {
+            return; // notifications/initialized and unknown ones: nothing to do
+        }
+        let Some(id) = params.get("requestId").and_then(RequestId::from_value) else {
+            return;
+        };
+        let token = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned();
+        if let Some(token) = token {
+            tracing::debug!(request = %id, "cancel requested");
+            token.cancel();
+        }
+    }
+
+    fn on_request(
+        self: &Arc<Self>,
+        id: RequestId,
+        method: String,
+        params: Value,
+        out: &Outbox,
+    ) -> Reply {
+        let line = match method.as_str() {
+            "initialize" => {
+                let requested = params.get("protocolVersion").and_then(Value::as_str);
+                let negotiated = Revision::negotiate(requested);
+                // The first initialize fixes the session's revision.
+                let revision = *self.revision.get_or_init(|| negotiated);
+                protocol::success_line(
+                    &id,
+                    &json!({
+                        "protocolVersion": revision.as_str(),
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
+                    }),
+                )
+            }
+            "ping" => protocol::success_line(&id, &json!({})),
+            "tools/list" => protocol::success_line_raw(&id, tools::list_json(self.revision())),
+            "tools/call" => {
+                let call = self.start_call(id, &params, out);
+                let out = out.clone();
+                return Reply::Later(self.tasks.spawn(async move {
+                    out.send(call.await).await;
+                    String::new()
+                }));
+            }
+            _ => protocol::error_line(
+                Some(&id),
+                ErrorCode::METHOD_NOT_FOUND,
+                &format!("method not found: {method}"),
+            ),
+        };
+        Reply::Now(line)
+    }
+
+    /// Registers the call as in flight (before its task exists, so a cancel
+    /// that follows it on the wire finds it) and returns the future that
+    /// runs it and yields its response line. Progress notifications go to
+    /// `out`.
+    fn start_call(
+        self: &Arc<Self>,
+        id: RequestId,
+        params: &Value,
+        out: &Outbox,
+    ) -> impl Future<Output = String> + Send + 'static {
+        let cancel = self.calls.child_token();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        let session = Arc::clone(self);
+        let out = out.clone();
+        let token = params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| !t.is_null())
+            .cloned();
+        let params = params.clone();
+        async move {
+            let call = Call {
+                app: Arc::clone(&session.app),
+                cancel: cancel.clone(),
+                shutdown: session.shutdown.clone(),
+                phase: Phase::default(),
+                revision: session.revision(),
+            };
+            let run = async {
+                match token {
+                    Some(t) => {
+                        let every = call.app.config.progress_interval;
+                        progress::with_ticker(
+                            tools::call(&call, &params),
+                            &call.phase,
+                            t,
+                            every,
+                            &out,
+                        )
+                        .await
+                    }
+                    None => tools::call(&call, &params).await,
+                }
+            };
+            let ended = session.calls.clone();
+            let outcome = tokio::select! {
+                biased;
+                // Backstop: a call that does not reach a blocking point soon
+                // after its session ended is answered anyway. (A call
+                // cancelled on its own, e.g. an `execute` tearing its job
+                // down, answers when it is done.)
+                () = async { ended.cancelled().await; tokio::time::sleep(ANSWER_BACKSTOP).await } => Err(CallError::Cancelled),
+                r = run => r,
+            };
+            session
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            match outcome {
+                Ok(result) => protocol::success_line(&id, &result),
+                Err(CallError::Cancelled) => protocol::error_line(
+                    Some(&id),
+                    ErrorCode::REQUEST_CANCELLED,
+                    "request cancelled",
+                ),
+                Err(CallError::Protocol(code, msg)) => protocol::error_line(Some(&id), code, &msg),
+            }
+        }
+    }
+}

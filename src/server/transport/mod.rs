@@ -1,0 +1,10 @@
+//! Transports: how messages reach a session and leave it.
+//!
+//! A transport frames bytes into messages, hands each to a
+//! [`Session`](super::session::Session) with the [`Outbox`](super::outbox::Outbox)
+//! its answers go to, and writes what that outbox yields. It knows nothing
+//! of methods, tools or jobs.
+//!
+//! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
+
+pub mod stdio;

@@ -1,0 +1,52 @@
+//! What a tool call can reach: the shared server state ([`App`]) and the
+//! call's own context ([`Call`]): its cancellation, its progress phase and
+//! the session's revision. Nothing here names a session or a transport.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::jobs::Jobs;
+use crate::protocol::version::Revision;
+
+/// The state every session shares: the job service and the settings.
+pub struct App {
+    /// The job service (process-wide table, spawning, signalling).
+    pub jobs: Jobs,
+    /// Settings.
+    pub config: Config,
+}
+
+/// One running tool call.
+pub struct Call {
+    /// Shared state.
+    pub app: Arc<App>,
+    /// Cancelled by `notifications/cancelled` for this request, by the end
+    /// of its session, and by server shutdown.
+    pub cancel: CancellationToken,
+    /// Cancelled when the server shuts down: the server then tears every job
+    /// down itself, so a cancelled call must not start a teardown of its own.
+    pub shutdown: CancellationToken,
+    /// The phase reported by progress notifications.
+    pub phase: Phase,
+    /// The session's negotiated revision (what the result may carry).
+    pub revision: Revision,
+}
+
+/// The message of the phase a blocking call is in, read by the session's
+/// progress ticker. No message set = not blocking yet, no tick.
+#[derive(Clone, Default, Debug)]
+pub struct Phase(Arc<Mutex<Option<&'static str>>>);
+
+impl Phase {
+    /// Sets the message for the current phase.
+    pub fn set(&self, message: &'static str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    }
+
+    /// The current message.
+    pub fn current(&self) -> Option<&'static str> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

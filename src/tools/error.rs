@@ -1,0 +1,82 @@
+//! How a tool call fails: a tool error (an `isError:true` result whose text
+//! is one of SPEC §4.9's, kept here and nowhere else) or a cancellation
+//! (JSON-RPC `-32800`).
+
+use crate::jobs::JobId;
+
+/// A tool error; its `Display` is the exact text the client sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// `execute` without a usable `command`.
+    #[error("\"command\" is required")]
+    CommandRequired,
+    /// `wait` without a non-empty `job_ids` array.
+    #[error("\"job_ids\" must be a non-empty array")]
+    JobIdsRequired,
+    /// A missing or null `job_id`.
+    #[error("\"job_id\" is required")]
+    JobIdRequired,
+    /// A job id that names no job in the table (also empty or malformed ids,
+    /// shown as given).
+    #[error("unknown job_id \"{0}\"")]
+    UnknownJob(String),
+    /// `input` to a job that has ended.
+    #[error("job \"{0}\" is no longer running")]
+    NotRunning(JobId),
+    /// `input` after stdin was closed.
+    #[error("stdin is already closed for this job")]
+    StdinClosed,
+    /// A signal name or number that does not exist.
+    #[error("unknown signal \"{0}\" (use e.g. \"TERM\", \"KILL\", \"ASSURED\", or a number)")]
+    UnknownSignal(String),
+    /// Signal number 0 (or negative).
+    #[error("invalid signal number {0}")]
+    InvalidSignalNumber(String),
+    /// Any malformed argument; the detail contains "invalid" where it names
+    /// a bad stream or capture spec.
+    #[error("invalid arguments: {0}")]
+    Invalid(String),
+    /// A blocking `execute` whose job was delivered to another request.
+    #[error("job \"{0}\" was delivered to another request")]
+    DeliveredElsewhere(JobId),
+    /// Writing to a job's stdin failed (`writing stdin: broken pipe`).
+    #[error("writing stdin: {0}")]
+    StdinWrite(String),
+    /// The kernel refused a signal.
+    #[error("sending {signal} to process group {pgid}: {reason}")]
+    SignalFailed {
+        /// The signal's name.
+        signal: String,
+        /// The group.
+        pgid: i32,
+        /// The errno text.
+        reason: String,
+    },
+}
+
+impl ToolError {
+    /// `unknown job_id "<id>"`.
+    pub fn unknown(id: impl std::fmt::Display) -> ToolError {
+        ToolError::UnknownJob(id.to_string())
+    }
+
+    /// `invalid arguments: <detail>`.
+    pub fn invalid(detail: impl std::fmt::Display) -> ToolError {
+        ToolError::Invalid(detail.to_string())
+    }
+}
+
+/// How a tool call ends when it does not succeed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fail {
+    /// A tool error (`isError:true`).
+    Tool(ToolError),
+    /// The request was cancelled (`-32800`).
+    Cancelled,
+}
+
+impl From<ToolError> for Fail {
+    fn from(e: ToolError) -> Fail {
+        Fail::Tool(e)
+    }
+}
