@@ -205,10 +205,11 @@ fn a_2_kib_window_keeps_the_exact_suffix_and_counts_what_it_dropped(t: Target) {
 
     let id = finished_job(&mut s, "seq 1 1000; printf small >&2");
     assert_eq!(stdout(&mut s, &id, json!("all")), all, "output all");
-    // A from read reaching 45 bytes into the dropped head.
+    // A from read starting 45 bytes inside the dropped head starts at the oldest retained
+    // byte, and its length counts from there (SPEC §4.8a).
     assert_eq!(
         stdout(&mut s, &id, json!({"from": dropped - 45, "length": 100})),
-        json!({"data": &content[dropped..dropped + 55], "offset": dropped, "bytes": 55, "total_bytes": total, "truncated": true, "dropped_bytes": 45})
+        json!({"data": &content[dropped..dropped + 100], "offset": dropped, "bytes": 100, "total_bytes": total, "truncated": true, "dropped_bytes": 45})
     );
     assert_eq!(
         stdout(&mut s, &id, json!({"from": 0})),

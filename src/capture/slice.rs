@@ -91,22 +91,22 @@ impl Window {
         self.make_slice(self.head_boundary(), total, self.dropped_if_any())
     }
 
+    /// A read that starts inside the dropped head starts at the oldest retained byte instead,
+    /// and its `length` counts from there (SPEC §4.8a): `dropped_bytes` is how far the start
+    /// moved, `oldest - from`.
     fn read_from(&self, from: u64, length: Option<u64>, unaligned: bool) -> Slice {
         let (oldest, total) = (self.oldest(), self.total());
         if from >= total {
             return self.make_slice(total, total, None);
         }
-        let requested_end = length.map_or(total, |len| from.saturating_add(len).min(total));
-        let gone = (from < oldest).then(|| {
-            let before_head = oldest - from;
-            length.map_or(before_head, |len| len.min(before_head))
-        });
-        if requested_end <= oldest && gone.is_some() {
-            // Entirely in the dropped head: nothing to return, and nothing to align.
-            return self.make_slice(oldest, oldest, gone);
-        }
+        let (first, gone) = if from < oldest {
+            (oldest, Some(oldest - from))
+        } else {
+            (from, None)
+        };
+        let requested_end = length.map_or(total, |len| first.saturating_add(len).min(total));
         if unaligned {
-            return self.make_slice(from.max(oldest), requested_end, gone);
+            return self.make_slice(first, requested_end, gone);
         }
         let start = if from < oldest {
             self.head_boundary()
@@ -118,7 +118,7 @@ impl Window {
                 None => from,
             }
         };
-        let end = if requested_end == from {
+        let end = if requested_end == first {
             // A zero-length read stays zero-length instead of growing to a whole character.
             start
         } else {
@@ -401,13 +401,13 @@ mod tests {
     }
 
     #[test]
-    fn from_into_the_dropped_head_counts_only_the_requested_bytes_that_are_gone() {
+    fn from_into_the_dropped_head_starts_at_the_oldest_byte_and_counts_length_from_there() {
         // Stream "0123456789", window keeps "6789" (oldest = 6).
         let w = window(4, &[b"0123456789"]);
-        let slice = read(&w, from(2, Some(6)));
+        let slice = read(&w, from(2, Some(3)));
         assert_eq!(
             (slice.data.as_str(), slice.offset, slice.bytes),
-            ("67", 6, 2)
+            ("678", 6, 3)
         );
         assert_eq!((slice.truncated, slice.dropped_bytes), (true, Some(4)));
         let slice = read(&w, from(2, None));
@@ -416,20 +416,28 @@ mod tests {
             ("6789", 6, 4)
         );
         assert_eq!(slice.dropped_bytes, Some(4));
+        let slice = read(&w, from_unaligned(0, Some(2)));
+        assert_eq!((slice.data.as_str(), slice.offset), ("67", 6));
+        assert_eq!(slice.dropped_bytes, Some(6));
     }
 
     #[test]
-    fn from_entirely_in_the_dropped_head_is_empty_at_the_oldest_byte() {
+    fn the_spec_example_of_a_read_inside_the_dropped_head_holds() {
+        // SPEC §4.8a: the first 740 bytes dropped; {"from":0,"length":50} gives 740..790.
+        let stream: Vec<u8> = (0..1740u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let w = window(1000, &[&stream]);
+        let slice = read(&w, from(0, Some(50)));
+        assert_eq!((slice.offset, slice.bytes), (740, 50));
+        assert_eq!(slice.data.as_bytes(), &stream[740..790]);
+        assert_eq!((slice.truncated, slice.dropped_bytes), (true, Some(740)));
+    }
+
+    #[test]
+    fn a_zero_length_read_inside_the_dropped_head_is_empty_at_the_oldest_byte() {
         let w = window(4, &[b"0123456789"]);
-        let slice = read(&w, from(1, Some(3)));
+        let slice = read(&w, from(1, Some(0)));
         assert_eq!((slice.data.as_str(), slice.offset, slice.bytes), ("", 6, 0));
-        assert_eq!((slice.truncated, slice.dropped_bytes), (true, Some(3)));
-        // The read ends exactly at the head: still empty, all three requested bytes gone.
-        let slice = read(&w, from(3, Some(3)));
-        assert_eq!(
-            (slice.offset, slice.bytes, slice.dropped_bytes),
-            (6, 0, Some(3))
-        );
+        assert_eq!((slice.truncated, slice.dropped_bytes), (true, Some(5)));
     }
 
     #[test]
@@ -485,8 +493,13 @@ mod tests {
         let w = window(3, &["a→b".as_bytes()]);
         assert_eq!(dob(&w, from(2, None)), (s("b"), 4, 1));
         assert_eq!(dob(&w, from(3, None)), (s("b"), 4, 1));
+        // From the dropped head: the read starts at the oldest byte (2), which is inside
+        // "→", so it moves past that character.
         let slice = read(&w, from(0, Some(3)));
-        assert_eq!((slice.data.as_str(), slice.offset, slice.bytes), ("", 4, 0));
+        assert_eq!(
+            (slice.data.as_str(), slice.offset, slice.bytes),
+            ("b", 4, 1)
+        );
         assert_eq!(slice.dropped_bytes, Some(2));
     }
 
@@ -550,12 +563,13 @@ mod tests {
             dob(&w, StreamSpec::Tail(2)),
             (s("line 0498\nline 0499\n"), 4980, 20)
         );
+        // From inside the dropped head: 100 bytes counted from the oldest byte.
         let paged = read(&w, from(2900, Some(100)));
         assert_eq!(
             (paged.offset, paged.bytes, paged.dropped_bytes),
-            (2952, 48, Some(52))
+            (2952, 100, Some(52))
         );
-        assert_eq!(paged.data, text[2952..3000]);
+        assert_eq!(paged.data, text[2952..3052]);
     }
 
     #[test]
@@ -570,14 +584,15 @@ mod tests {
         }
         assert_eq!((w.total(), w.dropped()), (3 << 20, 2 << 20));
 
-        // Paginate from 0 as a client that knows nothing would: the first page lies wholly
-        // in the dropped head and comes back empty at the oldest byte.
+        // Paginate from 0 as a client that knows nothing would: the first page starts at
+        // the oldest retained byte (after the character the head cuts) and says how much
+        // was skipped.
         let first = read(&w, from(0, Some(256 << 10)));
-        assert_eq!((first.offset, first.bytes), (2 << 20, 0));
-        assert_eq!(first.dropped_bytes, Some(256 << 10));
+        assert_eq!(first.dropped_bytes, Some(2 << 20));
+        assert!(first.bytes > 0);
         let mut next = first.offset + first.bytes;
-        let mut rebuilt = String::new();
-        let mut start = None;
+        let mut rebuilt = first.data.clone();
+        let mut start = Some(first.offset);
         while next < w.total() {
             let page = read(&w, from(next, Some(256 << 10)));
             assert!(page.bytes > 0 && page.bytes <= (256 << 10) + 3);

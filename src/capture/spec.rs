@@ -155,12 +155,13 @@ fn byte_count(name: &str, v: &Value) -> Result<u64, SpecError> {
     Ok(u64::try_from(n.max(0)).unwrap_or(u64::MAX))
 }
 
-/// `tail`: unlike offsets, a negative line count has no sensible meaning, so it is rejected.
+/// `tail`: an integer; a negative count is 0 lines, like a negative `from`/`length` (SPEC
+/// §4.8a: the reference reads it so).
 fn line_count(v: &Value) -> Result<u64, SpecError> {
     match integer(v) {
-        Some(n) if n >= 0 => Ok(u64::try_from(n).unwrap_or(u64::MAX)),
-        _ => Err(SpecError::new(format!(
-            "invalid stream spec: \"tail\" must be a non-negative integer, got {}",
+        Some(n) => Ok(u64::try_from(n.max(0)).unwrap_or(u64::MAX)),
+        None => Err(SpecError::new(format!(
+            "invalid stream spec: \"tail\" must be an integer, got {}",
             brief(v)
         ))),
     }
@@ -444,8 +445,17 @@ mod tests {
     }
 
     #[test]
-    fn tail_must_be_a_non_negative_integer() {
-        for v in [json!(-1), json!(1.5), json!("3"), Value::Null, json!(true)] {
+    fn a_negative_tail_counts_as_zero_lines() {
+        assert_eq!(spec(json!({"tail": -1})), StreamSpec::Tail(0));
+        assert_eq!(
+            spec(json!({"tail": -9_000_000_000_i64})),
+            StreamSpec::Tail(0)
+        );
+    }
+
+    #[test]
+    fn tail_must_be_an_integer() {
+        for v in [json!(1.5), json!("3"), Value::Null, json!(true)] {
             let err = spec_error(json!({ "tail": v }));
             assert!(
                 err.contains("invalid") && err.contains("\"tail\""),
@@ -580,7 +590,7 @@ mod tests {
 
     #[test]
     fn a_bad_stream_spec_in_a_side_names_its_path() {
-        let err = policy_error(json!({"on_error": {"stderr": {"tail": -1}}}));
+        let err = policy_error(json!({"on_error": {"stderr": {"tail": 1.5}}}));
         assert!(err.starts_with("capture.on_error.stderr: invalid"), "{err}");
     }
 }
