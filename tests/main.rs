@@ -28,3 +28,6 @@ mod lifecycle;
 
 /// Container-level behaviour: podman stop/kill, zombies, closed stdin.
 mod containers;
+
+/// A client that holds the server's stdout pipe itself: unread, closed, raw lines.
+mod raw;
