@@ -31,3 +31,6 @@ mod containers;
 
 /// A client that holds the server's stdout pipe itself: unread, closed, raw lines.
 mod raw;
+
+/// Shutdown when the client goes: EOF grace, EPIPE, whole lines at exit, bounded memory.
+mod shutdown;
