@@ -34,3 +34,6 @@ mod raw;
 
 /// Shutdown when the client goes: EOF grace, EPIPE, whole lines at exit, bounded memory.
 mod shutdown;
+
+/// The reference's observable details (SPEC §4.8a), bullet by bullet.
+mod compat;
