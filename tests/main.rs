@@ -37,3 +37,6 @@ mod shutdown;
 
 /// The reference's observable details (SPEC §4.8a), bullet by bullet.
 mod compat;
+
+/// Golden transcripts of the wire format per protocol revision (tests/golden/).
+mod golden;
