@@ -191,8 +191,8 @@ fn transcript(file: &str) -> String {
 }
 
 /// A line diff (longest common subsequence) of two texts: ` ` same, `-`
-/// expected only, `+` actual only, with two lines of context; for a
-/// changed line, where it first differs.
+/// expected only (with its line number in the file), `+` actual only, with
+/// two lines of context; for a changed line, where it first differs.
 fn diff(expected: &str, actual: &str) -> String {
     let a: Vec<&str> = expected.lines().collect();
     let b: Vec<&str> = actual.lines().collect();
@@ -214,12 +214,12 @@ fn diff(expected: &str, actual: &str) -> String {
             ops.push((' ', i + 1, a[i]));
             i += 1;
             j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            ops.push(('+', i + 1, b[j]));
-            j += 1;
-        } else {
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
             ops.push(('-', i + 1, a[i]));
             i += 1;
+        } else {
+            ops.push(('+', i + 1, b[j]));
+            j += 1;
         }
     }
     let near_change = |k: usize| {
@@ -238,9 +238,16 @@ fn diff(expected: &str, actual: &str) -> String {
             out.push_str("   …\n");
             skipped = false;
         }
-        let _ = writeln!(out, "{tag} {line:>4} {text}");
+        if *tag == '+' {
+            let _ = writeln!(out, "+      {text}");
+        } else {
+            let _ = writeln!(out, "{tag} {line:>4} {text}");
+        }
         if *tag == '-'
-            && let Some((_, _, next)) = ops[k + 1..].iter().find(|(t, _, _)| *t == '+')
+            && let Some((_, _, next)) = ops[k + 1..]
+                .iter()
+                .take_while(|(t, _, _)| *t != ' ')
+                .find(|(t, _, _)| *t == '+')
         {
             let _ = writeln!(out, "       {}", first_difference(text, next));
         }
