@@ -10,10 +10,12 @@ use crate::support::{Server, TIMEOUT, Target, wait_for};
 static MARKERS: AtomicU64 = AtomicU64::new(0);
 
 /// A `sleep` duration no other process on this machine uses, bounded so
-/// that whatever a failing test leaves behind does not live long.
+/// that whatever a failing test leaves behind does not live long. (The
+/// whole part, 90, is this module's own: the other modules count their
+/// markers separately.)
 fn marker() -> String {
     format!(
-        "60.{}{:04}",
+        "90.{}{:04}",
         std::process::id(),
         MARKERS.fetch_add(1, Ordering::Relaxed)
     )
