@@ -28,3 +28,15 @@ mod lifecycle;
 
 /// Container-level behaviour: podman stop/kill, zombies, closed stdin.
 mod containers;
+
+/// A client that holds the server's stdout pipe itself: unread, closed, raw lines.
+mod raw;
+
+/// Shutdown when the client goes: EOF grace, EPIPE, whole lines at exit, bounded memory.
+mod shutdown;
+
+/// The reference's observable details (SPEC §4.8a), bullet by bullet.
+mod compat;
+
+/// Golden transcripts of the wire format per protocol revision (tests/golden/).
+mod golden;

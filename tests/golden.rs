@@ -1,0 +1,352 @@
+//! Golden transcripts: the wire format in one place (issue 9 §3).
+//!
+//! `tests/golden/<revision>.txt` holds, for each protocol revision, the
+//! request lines a client sends and the exact response lines the server
+//! writes. The four files run the same script (only the `initialize`
+//! version differs), so `diff tests/golden/2024-11-05.txt
+//! tests/golden/2025-06-18.txt` shows what a revision changes.
+//!
+//! # Format
+//! One directive per line; the first two characters are the directive:
+//! - `# ` a comment; `` (empty) a blank line. Both are kept by blessing.
+//! - `> LINE` sends LINE as is, then reads until it is answered: for a
+//!   JSON object with `method` and `id`, until the response with that id;
+//!   for one with `method` and no `id` (a notification) or without
+//!   `method` (a client response), nothing; for anything else (a batch,
+//!   garbage), one line.
+//! - `& LINE` sends a request without reading its answer (it stays in
+//!   flight; a later `=` reads it).
+//! - `= ID` reads until the response with that id (JSON: `7`, `"a"`).
+//! - `~ LINE` sends a `tools/call` again and again (each answered) until
+//!   the JSON of its tool result no longer says `"state":"running"`: it
+//!   waits for a job to end without delivering it. Only the last answer
+//!   is kept.
+//! - `< LINE` a line the server wrote: everything read by the directive
+//!   above, in order. After the script, stdin is closed; whatever the
+//!   server still writes before it exits follows at the end.
+//!
+//! `<` lines are compared exactly, after one normalisation: the crate
+//! version in `serverInfo` is written `CARGO_PKG_VERSION`, so a version
+//! bump does not touch the transcripts. Nothing else in them may vary:
+//! job ids count from `job-1` per server process, and the script avoids
+//! pids, timings and progress notifications. The server runs as the bare
+//! binary with `SHELL=/bin/sh` and no `MCP_EXEC_*` variable (all settings
+//! at their defaults); the format does not depend on the target.
+//!
+//! # Blessing
+//! `MCP_EXEC_BLESS=1 cargo test --test integration golden` rewrites every
+//! `<` line from what the server writes now (the other directives are the
+//! script and stay as they are). Review the result in `git diff`: a changed
+//! `<` line is a changed wire format.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::raw::RawServer;
+use crate::support::{TIMEOUT, Target, tool_json};
+
+/// The revisions with a transcript, in the order of SPEC §3.
+const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn blessing() -> bool {
+    std::env::var_os("MCP_EXEC_BLESS").is_some_and(|v| v == "1")
+}
+
+/// The `<` line of a message the server wrote.
+fn normalise(line: &str) -> String {
+    let version = format!(
+        r#""serverInfo":{{"name":"mcp-exec","version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    line.replace(
+        &version,
+        r#""serverInfo":{"name":"mcp-exec","version":"CARGO_PKG_VERSION"}"#,
+    )
+}
+
+/// A running transcript: the server, and the lines written so far.
+struct Run {
+    server: RawServer,
+    out: String,
+}
+
+impl Run {
+    /// Reads one line and records it.
+    fn read_one(&mut self) -> Value {
+        let line = self.server.read_lines(1, TIMEOUT).remove(0);
+        let text = String::from_utf8(line).expect("the server wrote UTF-8");
+        let text = text
+            .strip_suffix('\n')
+            .unwrap_or_else(|| panic!("a line was cut: {text:?}"));
+        writeln!(self.out, "< {}", normalise(text)).expect("write to a String");
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    /// Reads and records lines until the response with `id`; returns it.
+    fn read_until(&mut self, id: &Value) -> Value {
+        loop {
+            let msg = self.read_one();
+            if msg.get("id") == Some(id)
+                && (msg.get("result").is_some() || msg.get("error").is_some())
+            {
+                return msg;
+            }
+        }
+    }
+
+    /// What `> LINE` reads after sending LINE (see the module doc).
+    fn answer(&mut self, line: &str) {
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(o)) if o.contains_key("method") => {
+                if let Some(id) = o.get("id") {
+                    self.read_until(id);
+                }
+            }
+            Ok(Value::Object(_)) => {}
+            _ => {
+                self.read_one();
+            }
+        }
+    }
+
+    /// `~ LINE`: polls until the tool result is not running.
+    fn poll(&mut self, line: &str) {
+        let request: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("`~` needs a JSON request ({e}): {line}"));
+        let id = request["id"].clone();
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let before = self.out.len();
+            self.server.send_raw(line);
+            let msg = self.read_until(&id);
+            let running = msg["result"]["content"][0]["text"].is_string()
+                && tool_json(&msg["result"])["state"] == json!("running");
+            if !running {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running after {TIMEOUT:?}: {line}"
+            );
+            self.out.truncate(before);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Runs the script of `file` against the bare binary and returns the
+/// transcript it produces (same directives, fresh `<` lines).
+fn transcript(file: &str) -> String {
+    let mut run = Run {
+        server: RawServer::start(Target::Bare, &[("SHELL", "/bin/sh")]),
+        out: String::new(),
+    };
+    for (n, line) in file.lines().enumerate() {
+        let (directive, rest) = line.split_at(line.len().min(2));
+        match directive {
+            "" | "# " => writeln!(run.out, "{line}").expect("write to a String"),
+            "< " => {}
+            "> " => {
+                writeln!(run.out, "{line}").expect("write to a String");
+                run.server.send_raw(rest);
+                run.answer(rest);
+            }
+            "& " => {
+                writeln!(run.out, "{line}").expect("write to a String");
+                run.server.send_raw(rest);
+            }
+            "= " => {
+                writeln!(run.out, "{line}").expect("write to a String");
+                let id: Value = serde_json::from_str(rest)
+                    .unwrap_or_else(|e| panic!("line {}: `= ID` needs a JSON id: {e}", n + 1));
+                run.read_until(&id);
+            }
+            "~ " => {
+                writeln!(run.out, "{line}").expect("write to a String");
+                run.poll(rest);
+            }
+            _ => panic!("line {}: unknown directive: {line:?}", n + 1),
+        }
+    }
+    run.server.close_stdin();
+    run.server.read(usize::MAX, TIMEOUT, |line| {
+        let text = String::from_utf8_lossy(&line);
+        writeln!(run.out, "< {}", normalise(text.trim_end_matches('\n')))
+            .expect("write to a String");
+    });
+    let status = run.server.wait_exit(TIMEOUT);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit after the script: {status:?}; stderr:\n{}",
+        run.server.stderr.lock().unwrap()
+    );
+    run.out
+}
+
+/// A line diff (longest common subsequence) of two texts: ` ` same, `-`
+/// expected only (with its line number in the file), `+` actual only, with
+/// two lines of context; for a changed line, where it first differs.
+fn diff(expected: &str, actual: &str) -> String {
+    let a: Vec<&str> = expected.lines().collect();
+    let b: Vec<&str> = actual.lines().collect();
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    // (tag, line number in the expected file, text)
+    let mut ops: Vec<(char, usize, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            ops.push((' ', i + 1, a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            ops.push(('-', i + 1, a[i]));
+            i += 1;
+        } else {
+            ops.push(('+', i + 1, b[j]));
+            j += 1;
+        }
+    }
+    let near_change = |k: usize| {
+        ops[k.saturating_sub(2)..(k + 3).min(ops.len())]
+            .iter()
+            .any(|(t, _, _)| *t != ' ')
+    };
+    let mut out = String::new();
+    let mut skipped = false;
+    for (k, (tag, line, text)) in ops.iter().enumerate() {
+        if !near_change(k) {
+            skipped = true;
+            continue;
+        }
+        if skipped {
+            out.push_str("   …\n");
+            skipped = false;
+        }
+        if *tag == '+' {
+            let _ = writeln!(out, "+      {text}");
+        } else {
+            let _ = writeln!(out, "{tag} {line:>4} {text}");
+        }
+        if *tag == '-'
+            && let Some((_, _, next)) = ops[k + 1..]
+                .iter()
+                .take_while(|(t, _, _)| *t != ' ')
+                .find(|(t, _, _)| *t == '+')
+        {
+            let _ = writeln!(out, "       {}", first_difference(text, next));
+        }
+    }
+    out
+}
+
+/// Where two lines first differ, with 40 bytes of context each side.
+fn first_difference(expected: &str, actual: &str) -> String {
+    let at = expected
+        .bytes()
+        .zip(actual.bytes())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let window = |s: &str| {
+        let from = s.floor_char_boundary(at.saturating_sub(40));
+        let to = s.ceil_char_boundary((at + 40).min(s.len()));
+        s[from..to].to_owned()
+    };
+    format!(
+        "first difference at byte {at}: expected …{}… got …{}…",
+        window(expected),
+        window(actual)
+    )
+}
+
+/// Runs `tests/golden/<revision>.txt`; compares or (with `MCP_EXEC_BLESS=1`)
+/// rewrites it.
+fn check(revision: &str) {
+    let path = golden_dir().join(format!("{revision}.txt"));
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let actual = transcript(&expected);
+    if blessing() {
+        if actual != expected {
+            std::fs::write(&path, &actual)
+                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            eprintln!("blessed {}", path.display());
+        }
+        return;
+    }
+    assert!(
+        actual == expected,
+        "the wire format differs from {} (- expected, + actual; line numbers of the file).\n\
+         If the change is intended, run with MCP_EXEC_BLESS=1 and review the diff.\n{}",
+        path.display(),
+        diff(&expected, &actual)
+    );
+}
+
+#[test]
+fn the_2024_11_05_transcript_is_what_the_server_writes() {
+    check("2024-11-05");
+}
+
+#[test]
+fn the_2025_03_26_transcript_is_what_the_server_writes() {
+    check("2025-03-26");
+}
+
+#[test]
+fn the_2025_06_18_transcript_is_what_the_server_writes() {
+    check("2025-06-18");
+}
+
+#[test]
+fn the_2025_11_25_transcript_is_what_the_server_writes() {
+    check("2025-11-25");
+}
+
+#[test]
+fn the_golden_directory_holds_one_transcript_per_revision_and_nothing_else() {
+    let mut names: Vec<String> = std::fs::read_dir(golden_dir())
+        .expect("tests/golden")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let expected: Vec<String> = REVISIONS.iter().map(|r| format!("{r}.txt")).collect();
+    assert_eq!(names, expected);
+}
+
+#[test]
+fn the_transcripts_send_the_same_script_except_for_the_initialize_version() {
+    let script = |revision: &str| -> Vec<String> {
+        let path = golden_dir().join(format!("{revision}.txt"));
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+            .lines()
+            .filter(|l| !l.starts_with("< ") && !l.starts_with("# "))
+            .map(|l| l.replace(revision, "REVISION"))
+            .collect()
+    };
+    let first = script(REVISIONS[0]);
+    for revision in &REVISIONS[1..] {
+        assert_eq!(
+            script(revision),
+            first,
+            "the script of {revision} differs from {}",
+            REVISIONS[0]
+        );
+    }
+}
