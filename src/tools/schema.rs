@@ -16,7 +16,7 @@ pub fn stream_spec() -> Value {
         "oneOf": [
             {"type": "null"},
             {"type": "string", "enum": ["none", "all", ""]},
-            {"type": "object", "properties": {"tail": {"type": "integer", "minimum": 0}}, "required": ["tail"]},
+            {"type": "object", "properties": {"tail": {"type": "integer"}}, "required": ["tail"]},
             {"type": "object", "properties": {
                 "from": {"type": "integer"},
                 "length": {"type": "integer"},

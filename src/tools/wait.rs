@@ -28,7 +28,7 @@ pub const TOOL: Tool = Tool {
             "type": "object",
             "properties": {
                 "job_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                "timeout": {"type": "number", "description": "Seconds (default 30); <= 0 polls."}
+                "timeout": {"type": "number", "description": "Seconds to wait (default MCP_EXEC_DEFAULT_TIMEOUT, 30 unless set); <= 0 polls."}
             },
             "required": ["job_ids"]
         })
