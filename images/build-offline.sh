@@ -2,8 +2,10 @@
 # Builds both images without a container registry (SPEC §7), from the same Containerfiles a
 # registry user builds:
 #
-#   .ci/setup-podman.sh          # once per machine: podman, runc, busybox-static, tini, bash-static
+#   scripts/setup.sh             # once per machine (scripts/test.sh runs it): podman, runc,
+#                                # busybox-static, tini, bash-static, containers.conf
 #   images/build-offline.sh      # -> localhost/mcp-exec:scratch and localhost/mcp-exec:tini
+#   images/build-offline.sh --check   # only checks the prerequisites: exit 0 when all are there
 #
 # What replaces the registry:
 #   - the binary: `cargo build --release` for x86_64-unknown-linux-gnu with crt-static (cargo
@@ -40,15 +42,16 @@ say() { printf 'build-offline: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # --- prerequisites ----------------------------------------------------------------------------
-command -v podman >/dev/null || die "podman not found; run .ci/setup-podman.sh"
+command -v podman >/dev/null || die "podman not found; run scripts/setup.sh as root"
 for pkg in busybox-static tini bash-static; do
     dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed \
-        || die "Debian package $pkg is not installed; run .ci/setup-podman.sh"
+        || die "Debian package $pkg is not installed; run scripts/setup.sh as root"
 done
 busybox=/bin/busybox          # busybox-static (the dynamic `busybox` package conflicts with it)
 tini=/usr/bin/tini-static
 bash_static=/bin/bash-static
 for f in "$busybox" "$tini" "$bash_static"; do [[ -x $f ]] || die "$f missing"; done
+[[ ${1:-} == --check ]] && exit 0
 
 # --- the binary ------------------------------------------------------------------------------
 if [[ -n ${MCP_EXEC_BINARY:-} ]]; then
