@@ -28,3 +28,6 @@ mod lifecycle;
 
 /// Container-level behaviour: podman stop/kill, zombies, closed stdin.
 mod containers;
+
+/// The process tools a job finds in every target (pgrep, pkill).
+mod images;
