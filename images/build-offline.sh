@@ -2,8 +2,10 @@
 # Builds both images without a container registry (SPEC §7), from the same Containerfiles a
 # registry user builds:
 #
-#   .ci/setup-podman.sh          # once per machine: podman, runc, busybox-static, tini, bash-static
+#   scripts/setup.sh             # once per machine (scripts/test.sh runs it): podman, runc,
+#                                # busybox-static, tini, bash-static, procps, containers.conf
 #   images/build-offline.sh      # -> localhost/mcp-exec:scratch and localhost/mcp-exec:tini
+#   images/build-offline.sh --check   # only checks the prerequisites: exit 0 when all are there
 #
 # What replaces the registry:
 #   - the binary: `cargo build --release` for x86_64-unknown-linux-gnu with crt-static (cargo
@@ -12,7 +14,9 @@
 #     podman uses instead of running their `build` stage.
 #   - the base images: one local image, localhost/mcp-exec-offline-base:<content hash>, made
 #     with `podman import` from files of Debian packages installed on this machine: busybox-static
-#     (/bin/busybox and its applets, images/shims for applets it lacks), tini's static binary
+#     (/bin/busybox and its applets, images/shims for applets it lacks), procps' pgrep and pkill
+#     (/usr/bin; busybox-static has no such applets) with the shared libraries `ldd` resolves
+#     for them and the dynamic loader, at the paths ldd names, tini's static binary
 #     (/sbin/tini), bash-static (/bin/bash), and images/rootfs/etc. It stands in for
 #     busybox:musl (BUSYBOX_IMAGE) and alpine (ALPINE_IMAGE, with APK_PACKAGES empty).
 #
@@ -40,15 +44,17 @@ say() { printf 'build-offline: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # --- prerequisites ----------------------------------------------------------------------------
-command -v podman >/dev/null || die "podman not found; run .ci/setup-podman.sh"
-for pkg in busybox-static tini bash-static; do
+command -v podman >/dev/null || die "podman not found; run scripts/setup.sh as root"
+for pkg in busybox-static tini bash-static procps; do
     dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed \
-        || die "Debian package $pkg is not installed; run .ci/setup-podman.sh"
+        || die "Debian package $pkg is not installed; run scripts/setup.sh as root"
 done
 busybox=/bin/busybox          # busybox-static (the dynamic `busybox` package conflicts with it)
 tini=/usr/bin/tini-static
 bash_static=/bin/bash-static
-for f in "$busybox" "$tini" "$bash_static"; do [[ -x $f ]] || die "$f missing"; done
+pgrep=/usr/bin/pgrep          # procps; /usr/bin/pkill is a symlink to it
+for f in "$busybox" "$tini" "$bash_static" "$pgrep"; do [[ -x $f ]] || die "$f missing"; done
+[[ ${1:-} == --check ]] && exit 0
 
 # --- the binary ------------------------------------------------------------------------------
 if [[ -n ${MCP_EXEC_BINARY:-} ]]; then
@@ -78,6 +84,17 @@ for applet in $("$busybox" --list); do
 done
 for shim in images/shims/*; do
     [[ -e $root/bin/${shim##*/} ]] || install -m 0755 "$shim" "$root/bin/${shim##*/}"
+done
+# pgrep decides by its name whether to be pkill. Its libraries are copied to the paths ldd
+# resolves (the loader to the PT_INTERP path it names), where the loader's default search finds
+# them without an ld.so.cache.
+install -m 0755 "$pgrep" "$root/usr/bin/pgrep"
+ln -s pgrep "$root/usr/bin/pkill"
+ldd_out=$(ldd "$pgrep")
+! grep -q 'not found' <<<"$ldd_out" || die "ldd $pgrep: $ldd_out"
+for lib in $(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' <<<"$ldd_out"); do
+    mkdir -p "$root${lib%/*}"
+    cp -L "$lib" "$root$lib"
 done
 install -m 0755 "$bash_static" "$root/bin/bash"
 install -m 0755 "$tini" "$root/sbin/tini"
@@ -126,6 +143,11 @@ if [[ ${MCP_EXEC_SMOKE:-1} != 0 ]]; then
     podman run --rm --entrypoint /bin/sh "$scratch_tag" \
         -c 'echo ok | cat >/tmp/probe && ps >/dev/null && rm /tmp/probe' </dev/null \
         || die "$scratch_tag: /bin/sh with cat, ps and a writable /tmp does not work"
+    # pgrep runs (its libraries resolve) and reads /proc: the shell is PID 1 here.
+    for image in "$scratch_tag" "$tini_tag"; do
+        podman run --rm --entrypoint /bin/sh "$image" -c '[ "$(pgrep -x sh)" = 1 ]' </dev/null \
+            || die "$image: pgrep -x sh does not find the shell (PID 1)"
+    done
     say "smoke runs passed"
 fi
 

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README promises:
-#   1. builds both container images offline from the current code
-#      (images/build-offline.sh; needs podman — in CI a missing podman fails),
-#   2. runs every Rust test: unit tests, the init crate's process tests
+#   1. sets the machine up (scripts/setup.sh): as root it installs the Debian packages and
+#      writes the containers.conf the tests need, quickly skipped when nothing is missing;
+#      otherwise it says what is missing,
+#   2. builds both container images offline from the current code
+#      (images/build-offline.sh; in CI missing prerequisites fail),
+#   3. runs every Rust test: unit tests, the init crate's process tests
 #      (real PID 1 via unshare), and the integration suite on four targets
 #      (bare binary, PID 1 under unshare, the scratch image, the tini image),
-#   3. runs the benchmark harness in smoke mode,
-#   4. runs the interop suite against real MCP clients (interop/run.sh).
+#   4. runs the benchmark harness in smoke mode,
+#   5. runs the interop suite against real MCP clients (interop/run.sh), which
+#      installs their pinned Python and npm packages.
 # Tests needing root/unshare/podman fail when CI is set and skip (with a
 # printed reason) elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if command -v podman >/dev/null 2>&1; then
+bash scripts/setup.sh </dev/null
+
+if bash images/build-offline.sh --check; then
     bash images/build-offline.sh </dev/null
 elif [[ -n "${CI:-}" ]]; then
-    echo "scripts/test.sh: podman is required in CI (run .ci/setup-podman.sh)" >&2
+    echo "scripts/test.sh: the images are required in CI" >&2
     exit 1
 else
-    echo "scripts/test.sh: podman not installed: container targets will be skipped" >&2
+    echo "scripts/test.sh: cannot build the images: container targets will be skipped" >&2
 fi
 
 cargo test --workspace --locked

@@ -40,3 +40,6 @@ mod compat;
 
 /// Golden transcripts of the wire format per protocol revision (tests/golden/).
 mod golden;
+
+/// The process tools a job finds in every target (pgrep, pkill).
+mod images;

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for the whole test suite; scripts/test.sh runs it first.
+#
+#   podman runc      the engine and the OCI runtime SPEC §8 asks for (crun fails here with
+#                    "setrlimit … Operation not permitted")
+#   busybox-static   /bin/busybox: the shell and applets of both offline images
+#   tini             ships /usr/bin/tini-static, the PID 1 of the offline tini image
+#   bash-static      /bin/bash-static, the bash of the offline tini image
+#   procps           pgrep and pkill, which busybox-static lacks: the offline images carry
+#                    Debian's, the bare and PID-1 targets use the host's
+#   python3-venv     the interop suite's virtualenv (only when python3 cannot make one)
+#
+# and writes /etc/containers/containers.conf exactly as SPEC §8 gives it: runtime runc and
+# ulimits low enough that runc's setrlimit succeeds inside unprivileged CI sandboxes.
+# Node.js >= 20 with npm is checked, not installed: Debian 12's nodejs (18) is too old for the
+# interop suite's pins. The pinned Python and npm packages are interop/run.sh's to install.
+#
+# Idempotent and quick: when nothing is missing it only looks (no apt-get update, no writes).
+# Installs only as root; otherwise it lists what is missing and how to install it, then exits
+# 1 when CI is set and 0 elsewhere (the tests that need it skip with a printed reason).
+set -euo pipefail
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+
+packages=()
+for p in podman runc busybox-static tini bash-static procps; do
+    installed "$p" || packages+=("$p")
+done
+if ! command -v python3 >/dev/null 2>&1; then
+    packages+=(python3 python3-venv)
+elif ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    packages+=(python3-venv)
+fi
+
+conf=/etc/containers/containers.conf
+want='[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+[engine]
+runtime = "runc"'
+conf_ok=true
+[[ "$(cat "$conf" 2>/dev/null)" == "$want" ]] || conf_ok=false
+
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+node_ok=true
+if ((node_major < 20)) || ! command -v npm >/dev/null 2>&1; then
+    node_ok=false
+    say "missing: Node.js >= 20 with npm (found: $(node --version 2>/dev/null || echo none)); install it yourself: Debian 12's nodejs is 18"
+fi
+
+if ((${#packages[@]})) || ! $conf_ok; then
+    if [[ $EUID -ne 0 ]]; then
+        ((${#packages[@]} == 0)) || say "missing Debian packages: ${packages[*]} (as root: apt-get install ${packages[*]})"
+        $conf_ok || say "missing: $conf with runtime runc and lowered ulimits (SPEC §8; as root: bash $0)"
+        if [[ -n "${CI:-}" ]]; then
+            say "error: CI needs all of this; run as root"
+            exit 1
+        fi
+        say "not root: the tests that need these will be skipped"
+        exit 0
+    fi
+    if ((${#packages[@]})); then
+        say "installing ${packages[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq -o Dpkg::Use-Pty=0 "${packages[@]}" </dev/null >/dev/null
+    fi
+    if ! $conf_ok; then
+        mkdir -p /etc/containers
+        if [[ -e $conf && ! -e $conf.orig ]]; then cp -p "$conf" "$conf.orig"; fi
+        printf '%s\n' "$want" >"$conf.tmp"
+        mv "$conf.tmp" "$conf"
+        say "wrote $conf"
+    fi
+fi
+
+if [[ $EUID -eq 0 ]]; then
+    # `podman info` exercises storage, the runtime lookup and the config file.
+    runtime=$(podman info --format '{{.Host.OCIRuntime.Name}}') || {
+        say "error: 'podman info' failed"
+        exit 1
+    }
+    if [[ $runtime != runc ]]; then
+        say "error: podman uses runtime '$runtime', expected runc"
+        exit 1
+    fi
+fi
+if ! $node_ok && [[ -n "${CI:-}" ]]; then
+    say "error: CI needs Node.js >= 20 with npm for the interop suite"
+    exit 1
+fi
+if $node_ok; then say "ok"; else say "ok, but without Node.js the interop suite skips its Node clients"; fi
