@@ -2,11 +2,12 @@
 //!
 //! Every message (a response line, a notification line) takes permits worth
 //! its size from a byte budget before it is queued and gives them back once
-//! the transport has written it. While the budget is used up, senders wait
-//! and the transport's reader does not take the next request
-//! ([`Outbox::room`]): a client that does not read can make the server hold
-//! at most about one budget of answers plus the calls already running, never
-//! an unbounded queue. Messages keep their order: the semaphore is fair, so
+//! the transport has written it. While the budget is used up, senders wait;
+//! while most of it is used, the transport's reader does not take the next
+//! request and calls already read do not start ([`Outbox::room`]). So a
+//! client that does not read makes the server hold about one budget of
+//! answers plus the jobs of the calls that had started before the queue
+//! filled, never an unbounded amount. Messages keep their order: the semaphore is fair, so
 //! permits are granted in the order they were asked for.
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub enum Outgoing {
 pub struct Outbox {
     tx: mpsc::UnboundedSender<Outgoing>,
     room: Arc<Semaphore>,
+    budget: usize,
 }
 
 /// The receiving side, for the transport's writer.
@@ -58,6 +60,7 @@ pub fn new(budget: usize) -> (Outbox, Inbox) {
         Outbox {
             tx,
             room: Arc::clone(&room),
+            budget,
         },
         Inbox { rx, room },
     )
@@ -74,10 +77,13 @@ impl Outbox {
         self.tx.send(Outgoing::Message(message, permit)).is_ok()
     }
 
-    /// Waits until the queue has room for more (at least one byte of
-    /// budget is free), or the writer has stopped.
+    /// Waits until the queue has room for more — a quarter of the budget
+    /// free — or the writer has stopped. The reader waits here before it
+    /// takes the next request, and a call before it starts its work: a call
+    /// that has not started holds no job and no result.
     pub async fn room(&self) {
-        let _ = self.room.acquire().await;
+        let quarter = u32::try_from(self.budget / 4).unwrap_or(u32::MAX).max(1);
+        let _ = self.room.acquire_many(quarter).await;
     }
 
     /// Asks the writer to write everything queued so far and stop.
@@ -93,7 +99,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_full_budget_makes_senders_and_readers_wait_until_the_writer_takes_a_message() {
         let (out, mut inbox) = new(10);
-        assert!(out.send("0123456789".into()).await);
+        assert!(out.send("012345678".into()).await);
         let blocked = tokio::time::timeout(std::time::Duration::from_millis(50), out.room()).await;
         assert!(
             blocked.is_err(),
@@ -102,7 +108,7 @@ mod tests {
         let Some(Outgoing::Message(m, permit)) = inbox.rx.recv().await else {
             panic!("expected the message");
         };
-        assert_eq!(m, "0123456789");
+        assert_eq!(m, "012345678");
         drop(permit);
         tokio::time::timeout(std::time::Duration::from_secs(5), out.room())
             .await

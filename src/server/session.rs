@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -62,12 +63,25 @@ pub struct Session {
     /// The server's shutdown token.
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// Admission of calls that may start a job (see [`JOB_CALLS`]).
+    job_calls: Arc<Semaphore>,
 }
+
+/// How many calls that may start a job (`execute`) one session runs at
+/// once; later ones wait their turn before they start anything. Together
+/// with the outbox's byte budget this bounds what a client that stops
+/// reading can make the server hold.
+pub const JOB_CALLS: usize = 32;
+
+/// A call's response line, with its admission ticket: the ticket is
+/// dropped only once the line is queued, so a client that does not read
+/// cannot have more than [`JOB_CALLS`] job-starting answers pending.
+type Answer = (String, Option<OwnedSemaphorePermit>);
 
 /// A response: ready now, or produced by a call's task.
 enum Reply {
     Now(String),
-    Later(JoinHandle<String>),
+    Later(JoinHandle<Answer>),
 }
 
 impl Session {
@@ -80,6 +94,7 @@ impl Session {
             calls: shutdown.child_token(),
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
+            job_calls: Arc::new(Semaphore::new(JOB_CALLS)),
         })
     }
 
@@ -160,16 +175,24 @@ impl Session {
         let out = out.clone();
         self.tasks.spawn(async move {
             let mut lines = Vec::with_capacity(replies.len());
+            let mut tickets = Vec::new();
             for reply in replies {
                 lines.push(match reply {
                     Reply::Now(line) => line,
-                    Reply::Later(task) => task.await.unwrap_or_else(|e| {
-                        let why = format!("request task failed: {e}");
-                        protocol::error_line(None, ErrorCode::INTERNAL_ERROR, &why)
-                    }),
+                    Reply::Later(task) => match task.await {
+                        Ok((line, ticket)) => {
+                            tickets.push(ticket);
+                            line
+                        }
+                        Err(e) => {
+                            let why = format!("request task failed: {e}");
+                            protocol::error_line(None, ErrorCode::INTERNAL_ERROR, &why)
+                        }
+                    },
                 });
             }
             out.send(format!("[{}]", lines.join(","))).await;
+            drop(tickets);
         });
     }
 
@@ -252,8 +275,10 @@ impl Session {
                 let call = self.start_call(id, &params, out);
                 let out = out.clone();
                 return Reply::Later(self.tasks.spawn(async move {
-                    out.send(call.await).await;
-                    String::new()
+                    let (line, ticket) = call.await;
+                    out.send(line).await;
+                    drop(ticket);
+                    (String::new(), None)
                 }));
             }
             _ => protocol::error_line(
@@ -274,7 +299,7 @@ impl Session {
         id: RequestId,
         params: &Value,
         out: &Outbox,
-    ) -> impl Future<Output = String> + Send + 'static {
+    ) -> impl Future<Output = Answer> + Send + 'static {
         let cancel = self.calls.child_token();
         self.in_flight
             .lock()
@@ -296,7 +321,25 @@ impl Session {
                 phase: Phase::default(),
                 revision: session.revision(),
             };
+            // A call starts its work only while its outbox has room, and at
+            // most JOB_CALLS calls that may start a job run (or wait to send
+            // their answer) at once: so the jobs and answers that a client
+            // that does not read makes the server hold are bounded, as well
+            // as its queued messages.
+            let admitted = async {
+                out.room().await;
+                if tools::starts_jobs(&params) {
+                    Arc::clone(&session.job_calls).acquire_owned().await.ok()
+                } else {
+                    None
+                }
+            };
+            let mut ticket = None;
             let run = async {
+                ticket = tokio::select! {
+                    t = admitted => t,
+                    () = call.cancel.cancelled() => return Err(CallError::Cancelled),
+                };
                 match token {
                     Some(t) => {
                         let every = call.app.config.progress_interval;
@@ -327,7 +370,7 @@ impl Session {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
-            match outcome {
+            let line = match outcome {
                 Ok(result) => protocol::success_line(&id, &result),
                 Err(CallError::Cancelled) => protocol::error_line(
                     Some(&id),
@@ -335,7 +378,8 @@ impl Session {
                     "request cancelled",
                 ),
                 Err(CallError::Protocol(code, msg)) => protocol::error_line(Some(&id), code, &msg),
-            }
+            };
+            (line, ticket)
         }
     }
 }

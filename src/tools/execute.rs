@@ -52,6 +52,7 @@ pub const TOOL: Tool = Tool {
         })
     },
     output_schema: schema::job_result_schema,
+    starts_jobs: true,
     run,
 };
 

@@ -27,6 +27,7 @@ pub const TOOL: Tool = Tool {
         })
     },
     output_schema: schema::status_schema,
+    starts_jobs: false,
     run,
 };
 

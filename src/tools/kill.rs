@@ -67,6 +67,7 @@ pub const TOOL: Tool = Tool {
             "required": ["job_id", "terminated"]
         })
     },
+    starts_jobs: false,
     run,
 };
 

@@ -27,6 +27,7 @@ pub const TOOL: Tool = Tool {
             "required": ["jobs"]
         })
     },
+    starts_jobs: false,
     run,
 };
 

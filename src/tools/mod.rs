@@ -67,6 +67,9 @@ pub struct Tool {
     pub input_schema: fn() -> Value,
     /// Its `outputSchema`: the shape of `structuredContent`.
     pub output_schema: fn() -> Value,
+    /// Whether a call may start a job (the transport then admits it only
+    /// while its answers are being read, see the server's outbox).
+    pub starts_jobs: bool,
     /// Runs it.
     pub run: for<'a> fn(&'a Call, &'a Args) -> Running<'a>,
 }
@@ -121,6 +124,12 @@ pub fn list_json(revision: Revision) -> &'static str {
         let tools: Vec<Value> = TOOLS.iter().map(|t| t.describe(revision)).collect();
         json!({ "tools": tools }).to_string()
     })
+}
+
+/// Whether the `tools/call` with these params may start a job.
+pub fn starts_jobs(params: &Value) -> bool {
+    let name = params.get("name").and_then(Value::as_str);
+    TOOLS.iter().any(|t| Some(t.name) == name && t.starts_jobs)
 }
 
 /// How a `tools/call` request fails as a whole.

@@ -18,6 +18,7 @@ pub const TOOL: Tool = Tool {
     effect: Effect::ReadOnly,
     input_schema: || json!({"type": "object", "properties": {"job_id": schema::job_id()}, "required": ["job_id"]}),
     output_schema: schema::status_schema,
+    starts_jobs: false,
     run,
 };
 

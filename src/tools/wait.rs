@@ -40,6 +40,7 @@ pub const TOOL: Tool = Tool {
             "required": ["results"]
         })
     },
+    starts_jobs: false,
     run,
 };
 
