@@ -42,7 +42,7 @@ use std::sync::Arc;
 use nix::sys::signal::{SigmaskHow, pthread_sigmask};
 use tokio::sync::mpsc;
 
-pub use group::{group_exists, signal_group};
+pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
 pub use procinfo::Survivor;
 pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
 pub use shutdown::ShutdownReport;

@@ -90,6 +90,15 @@ impl Reaper {
         self.lock().keys().copied().collect()
     }
 
+    /// Whether `pid` is a registered child that has not been reaped yet.
+    ///
+    /// Taken under the registry lock, which the reaper holds from `waitpid`
+    /// until the pid is removed: a `false` here means the kernel has already
+    /// reaped it (or it was never ours), never "about to be".
+    pub(crate) fn is_unreaped(&self, pid: i32) -> bool {
+        self.lock().contains_key(&pid)
+    }
+
     /// Number of orphans reaped so far.
     pub(crate) fn orphans_reaped(&self) -> u64 {
         self.orphans.load(Ordering::Relaxed)
