@@ -14,14 +14,14 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use init::{Pid, Program, SpawnSpec};
+use init::{Pid, Program, Signal, SpawnSpec, Step};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{self, Args, invalid};
-use super::{Awaited, CallCtx, Fail, Outcome, await_death, await_terminal};
+use super::{Awaited, CallCtx, Fail, Outcome, await_terminal};
 use crate::capture::CapturePolicy;
 use crate::jobs::{Claim, Job, JobId, JobState, StdinSlot, result, runner};
 use crate::server::App;
@@ -222,17 +222,11 @@ fn start(
 /// Tears a job down for a cancelled `execute`: TERM its group, give it the
 /// shutdown grace, KILL what is left, wait for the reaper, remove it.
 pub async fn teardown(app: &Arc<App>, id: JobId, pgid: Pid) {
-    let never = CancellationToken::new();
-    let _ = init::signal_group(pgid, init::Signal::TERM);
-    let deadline = tokio::time::Instant::now() + app.config.shutdown_grace;
-    if !matches!(
-        await_death(app, id, pgid, deadline, &never, None).await,
-        Ok(true)
-    ) {
-        let _ = init::signal_group(pgid, init::Signal::KILL);
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-        let _ = await_death(app, id, pgid, deadline, &never, None).await;
-    }
+    let steps = [
+        Step::new(Signal::TERM, app.config.shutdown_grace),
+        Step::new(Signal::KILL, std::time::Duration::from_secs(1)),
+    ];
+    let _ = app.init.escalate(pgid, &steps, |_| {}).await;
     app.jobs.remove(id);
     tracing::info!(job = %id, "cancelled execute: job torn down");
 }

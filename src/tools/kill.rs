@@ -17,11 +17,13 @@
 //! answer says `terminated:true` with `result_delivered_elsewhere:true`
 //! instead of a second copy of the result (exactly-once delivery).
 
-use init::{Pid, Signal};
+use std::time::Duration;
+
+use init::{Phase, Pid, Signal, Step, Survivor};
 use serde_json::{Map, Value, json};
 
 use super::args::{self, Args, unknown_job};
-use super::{CallCtx, Fail, Outcome, await_death, deadline_in};
+use super::{CallCtx, Fail, Outcome, await_terminal};
 use crate::jobs::{Claim, JobId, result};
 
 /// Default seconds to wait for death after a signal.
@@ -65,45 +67,46 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
     let (pgid, terminal) = jobs
         .with(id, |j| (j.pgid, j.state.is_terminal()))
         .ok_or_else(|| unknown_job(id))?;
-    let group_alive = pgid.is_some_and(init::group_exists);
-    if terminal && !group_alive {
-        return match jobs.claim(id) {
-            Claim::Delivered(job) => Ok(json!({
-                "job_id": id.to_string(),
-                "terminated": true,
-                "already_terminated": true,
-                "result": result::delivered(&job),
-            })),
-            _ => Err(Fail::Message(unknown_job(id))),
-        };
-    }
     let Some(pgid) = pgid else {
-        return Err(Fail::Message(unknown_job(id)));
+        // Never started, so nothing to signal.
+        return if terminal {
+            already_terminated(ctx, id).await
+        } else {
+            Err(Fail::Message(unknown_job(id)))
+        };
     };
 
-    let (first, assured) = match plan {
-        Plan::One(sig) => (sig, false),
-        Plan::Assured => (Signal::TERM, true),
+    let t = Duration::from_secs_f64(timeout.min(86_400.0));
+    let steps = match plan {
+        Plan::One(sig) => vec![Step::new(sig, t)],
+        Plan::Assured => vec![Step::new(Signal::TERM, t), Step::new(Signal::KILL, t)],
     };
-    let mut sent = first;
-    let mut escalated = false;
-    send(pgid, first)?;
-    let mut dead = wait_dead(ctx, id, pgid, timeout).await?;
-    if !dead && assured {
-        sent = Signal::KILL;
-        escalated = true;
-        send(pgid, Signal::KILL)?;
-        dead = wait_dead(ctx, id, pgid, timeout).await?;
+    let on_phase = |phase| {
+        ctx.progress.phase(match phase {
+            Phase::Exiting => "waiting for the process to exit",
+            Phase::Draining => "waiting for the process group to drain",
+        });
+    };
+    let outcome = tokio::select! {
+        r = ctx.app.init.escalate(pgid, &steps, on_phase) => r.map_err(|e| Fail::Message(e.to_string()))?,
+        () = ctx.cancel.cancelled() => return Err(Fail::Cancelled),
+    };
+    if outcome.already_dead {
+        return already_terminated(ctx, id).await;
     }
+    let sent = outcome.last_signal.unwrap_or(steps[0].signal);
 
     let mut out = Map::new();
     out.insert("job_id".into(), json!(id.to_string()));
-    out.insert("terminated".into(), json!(dead));
+    out.insert("terminated".into(), json!(outcome.dead));
     out.insert("signal_sent".into(), json!(sent.as_raw()));
-    if escalated {
+    if outcome.escalated {
         out.insert("escalated".into(), json!(true));
     }
-    if dead {
+    if outcome.dead {
+        // The reaper has the exit; the job is terminal in the table as soon
+        // as its runner has drained the pipes.
+        await_terminal(jobs, id, None, ctx.cancel).await?;
         match jobs.claim(id) {
             Claim::Delivered(job) => {
                 out.insert("result".into(), result::delivered(&job));
@@ -121,33 +124,36 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
     }
     let state = jobs.with(id, |j| j.state.name()).unwrap_or("running");
     let child_running = state == "running";
+    let members = outcome
+        .survived
+        .last()
+        .map(|s| s.members.as_slice())
+        .unwrap_or_default();
     out.insert("state".into(), json!(state));
-    out.insert("detail".into(), json!(detail(pgid, sent, child_running)));
+    out.insert(
+        "detail".into(),
+        json!(detail(pgid, sent, child_running, members)),
+    );
     Ok(Value::Object(out))
 }
 
-fn send(pgid: Pid, sig: Signal) -> Result<(), Fail> {
-    init::signal_group(pgid, sig)
-        .map(|_| ())
-        .map_err(|e| Fail::Message(format!("sending {sig} to process group {pgid}: {e}")))
+/// The answer for a job that was gone before any signal: its result, once
+/// the runner has made it terminal.
+async fn already_terminated(ctx: &CallCtx<'_>, id: JobId) -> Outcome {
+    let jobs = &ctx.app.jobs;
+    await_terminal(jobs, id, None, ctx.cancel).await?;
+    match jobs.claim(id) {
+        Claim::Delivered(job) => Ok(json!({
+            "job_id": id.to_string(),
+            "terminated": true,
+            "already_terminated": true,
+            "result": result::delivered(&job),
+        })),
+        _ => Err(Fail::Message(unknown_job(id))),
+    }
 }
 
-/// Waits up to `timeout` seconds for the child to be reaped and the group
-/// to drain; reports the phase to the progress ticker.
-async fn wait_dead(ctx: &CallCtx<'_>, id: JobId, pgid: Pid, timeout: f64) -> Result<bool, Fail> {
-    await_death(
-        ctx.app,
-        id,
-        pgid,
-        deadline_in(timeout),
-        ctx.cancel,
-        Some(ctx.progress),
-    )
-    .await
-}
-
-fn detail(pgid: Pid, sig: Signal, child_running: bool) -> String {
-    let members = init::procinfo::group_members(pgid.0);
+fn detail(pgid: Pid, sig: Signal, child_running: bool, members: &[Survivor]) -> String {
     let list = if members.is_empty() {
         String::from("no member could be read from /proc")
     } else {

@@ -256,33 +256,6 @@ pub async fn await_terminal(
     }
 }
 
-/// Waits until job `id` is dead — its direct child reaped **and** its group
-/// `pgid` empty — or `deadline`; returns whether it is. Reports the phase to
-/// `progress` when given. Cancellable.
-pub async fn await_death(
-    app: &App,
-    id: JobId,
-    pgid: init::Pid,
-    deadline: Instant,
-    cancel: &CancellationToken,
-    progress: Option<&Progress>,
-) -> Result<bool, Fail> {
-    if let Some(p) = progress {
-        p.phase("waiting for the process to exit");
-    }
-    if await_terminal(&app.jobs, id, Some(deadline), cancel).await? == Awaited::Timeout {
-        return Ok(false);
-    }
-    if let Some(p) = progress {
-        p.phase("waiting for the process group to drain");
-    }
-    let left = deadline.saturating_duration_since(Instant::now());
-    tokio::select! {
-        empty = app.init.wait_group_empty(pgid, left) => Ok(empty),
-        () = cancel.cancelled() => Err(Fail::Cancelled),
-    }
-}
-
 /// Sleeps until `deadline`, or forever for `None`.
 pub async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
