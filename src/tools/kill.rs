@@ -76,6 +76,7 @@ pub async fn run(ctx: &CallCtx<'_>, a: &Args) -> Outcome {
         };
     };
 
+    // Finite and >= 0 (opt_seconds); capped at a day like `deadline_in`.
     let t = Duration::from_secs_f64(timeout.min(86_400.0));
     let steps = match plan {
         Plan::One(sig) => vec![Step::new(sig, t)],
