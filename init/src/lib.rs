@@ -13,7 +13,7 @@
 //!
 //! # Modules
 //! - [`reaper`]: the single reaper and the registry of children.
-//! - [`signals`]: signalfd intake, shutdown/forward events.
+//! - [`intake`]: the start-up signal mask, signalfds, shutdown/forward events.
 //! - [`spawn`]: starting a job in its own group with pipes.
 //! - [`group`]: group signals and verified death.
 //! - [`procinfo`]: survivor diagnostics from /proc.
@@ -28,11 +28,11 @@
 //! `rustix` type appears in this crate's public API.
 
 pub mod group;
+pub mod intake;
 pub mod procinfo;
 pub mod reaper;
 pub mod shutdown;
 pub mod signal;
-pub mod signals;
 pub mod spawn;
 mod sys;
 
@@ -43,11 +43,11 @@ use nix::sys::signal::{SigmaskHow, pthread_sigmask};
 use tokio::sync::mpsc;
 
 pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
+pub use intake::Event;
 pub use procinfo::Survivor;
 pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
-pub use signals::Event;
 pub use spawn::{Program, SpawnError, SpawnSpec, Spawned, errno_text};
 
 /// Returns free heap memory to the kernel; call when the application goes
@@ -104,7 +104,7 @@ pub fn prepare() -> Result<Boot, InitError> {
             )),
         }
     }
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals::handled_set()), None)
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&intake::handled_set()), None)
         .map_err(|e| InitError::BlockSignals(e.into()))?;
     if let Err(e) = sys::cloexec_inherited_fds() {
         warnings.push(format!(
@@ -128,7 +128,8 @@ impl Boot {
     /// The second start-up step; must run inside a tokio runtime (with IO and
     /// time enabled).
     pub fn start(self) -> Result<(Init, mpsc::UnboundedReceiver<Event>), InitError> {
-        let fd = signals::open_signalfd().map_err(InitError::SignalFd)?;
+        let chld = reaper::open_signalfd().map_err(InitError::SignalFd)?;
+        let fd = intake::open().map_err(InitError::SignalFd)?;
         let shared = Arc::new(Shared {
             reaper: reaper::Reaper::new(),
             origin: self.origin,
@@ -136,7 +137,8 @@ impl Boot {
             subreaper: self.subreaper,
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(signals::run(Arc::clone(&shared), fd, tx));
+        tokio::spawn(reaper::run(Arc::clone(&shared), chld));
+        tokio::spawn(intake::run(Arc::clone(&shared), fd, tx));
         Ok((Init { shared }, rx))
     }
 }
