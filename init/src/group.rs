@@ -10,7 +10,7 @@
 //!
 //! [`Init::escalate`] is the one TERM → wait → KILL sequence: the `kill`
 //! tool, the teardown of a cancelled `execute` and [`Init::shutdown`] (for all
-//! groups at once) all run it. Every wait in it is [`Init::wait_until`], woken
+//! groups at once) all run it. Every wait in it is `Init::wait_until`, woken
 //! by the reaper.
 //!
 //! Members that left the group with `setsid()`/`setpgid()` are out of a group
@@ -29,7 +29,7 @@ use crate::{Init, Pid};
 /// Sends `sig` to every member of group `pgid`. Returns `Ok(false)` when the
 /// group has no member left (`ESRCH`).
 pub fn signal_group(pgid: Pid, sig: Signal) -> io::Result<bool> {
-    match crate::sys::kill_raw(-pgid.0, sig.as_raw()) {
+    match crate::sys::kill(-pgid.0, sig.as_raw()) {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(nix::libc::ESRCH) => Ok(false),
         Err(e) => Err(e),
@@ -38,7 +38,7 @@ pub fn signal_group(pgid: Pid, sig: Signal) -> io::Result<bool> {
 
 /// Whether group `pgid` still has a member (a zombie counts).
 pub fn group_exists(pgid: Pid) -> bool {
-    match crate::sys::kill_raw(-pgid.0, 0) {
+    match crate::sys::kill(-pgid.0, 0) {
         Ok(()) => true,
         // EPERM: a member exists that we may not signal.
         Err(e) => e.raw_os_error() != Some(nix::libc::ESRCH),
@@ -147,7 +147,7 @@ impl Init {
     /// that wait. So `[(TERM, t)]` is a plain kill, `[(TERM, t), (KILL, t)]`
     /// is ASSURED (KILL only if something survived TERM), and a zero wait
     /// sends and checks once without waiting. The waits are woken by the
-    /// reaper ([`Init::wait_until`]); no extra polling.
+    /// reaper (`Init::wait_until`); no extra polling.
     ///
     /// `on_phase` is told what the wait is waiting for whenever that changes:
     /// [`Phase::Exiting`] while the leader is unreaped, then

@@ -1,7 +1,7 @@
 //! Signal intake: how signals enter the process, and the task that turns the
 //! non-child ones into work.
 //!
-//! Owns the start-up signal mask ([`handled_set`], blocked by
+//! Owns the start-up signal mask (`handled_set`, blocked by
 //! [`crate::prepare`]), the signalfds that read it, and the intake task, which
 //! owns its signalfd and nothing else (it reads the reaper's registry to know
 //! which groups to forward to).
@@ -89,7 +89,7 @@ pub(crate) fn handled_set() -> SigSet {
 /// with tokio's reactor.
 pub(crate) fn signalfd(set: &SigSet) -> io::Result<AsyncFd<SignalFd>> {
     let fd = SignalFd::with_flags(set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
-    crate::sys::async_fd(fd)
+    crate::sys::async_fd_register(fd)
 }
 
 /// The intake task's signalfd.
@@ -140,7 +140,7 @@ pub(crate) async fn run(
         } else if FORWARDED.contains(&sig) {
             let groups = shared.reaper.running();
             for &pgid in &groups {
-                let _ = crate::sys::kill_raw(-pgid, sig.as_raw());
+                let _ = crate::sys::kill(-pgid, sig.as_raw());
             }
             let _ = events.send(Event::Forwarded {
                 signal: sig,

@@ -2,8 +2,8 @@
 //!
 //! It owns the registry of spawned children (pid → the channel that receives
 //! its exit status), the "something was reaped" generation counter that
-//! death waits ([`crate::Init::wait_until`]) subscribe to, and the reaper
-//! task ([`run`]): one task that reads SIGCHLD from its own signalfd and
+//! death waits (`Init::wait_until`) subscribe to, and the reaper
+//! task (`run`): one task that reads SIGCHLD from its own signalfd and
 //! sweeps.
 //!
 //! # Invariants
@@ -30,7 +30,7 @@
 //!   exit is left unreaped until the next one.
 //! - A pid leaves the registry under the lock, right after `waitpid` returned
 //!   it: "not registered" therefore always means "already reaped" (or never
-//!   ours), which is what [`Reaper::is_unreaped`] and verified death rely on.
+//!   ours), which is what `Reaper::is_unreaped` and verified death rely on.
 
 use std::collections::HashMap;
 use std::io;

@@ -1,18 +1,25 @@
 //! The graceful-shutdown sequence (SPEC §2.5), bounded in time.
 //!
+//! Owns no state: it runs on the caller's task, over the groups the caller
+//! names plus every child still registered with the reaper.
+//!
 //! 1. SIGTERM to every job group (given by the caller, plus every registered
 //!    child that has not been reaped yet).
 //! 2. Wait up to `grace` for all of them to die (leader reaped, group empty).
 //! 3. SIGKILL what survives and wait briefly.
-//!
-//! Steps 1–3 are one [`Init::escalate`] run over all groups at once (one
-//! shared grace, not one per group).
 //! 4. As PID 1 only: `kill(-1, SIGTERM)`, a short wait, `kill(-1, SIGKILL)`,
 //!    so that descendants that escaped their group cannot outlive the
 //!    container's init. Never `kill(-1)` otherwise: that would signal every
 //!    process of the user outside the container.
 //! 5. Report the survivors (with /proc diagnostics) to the caller, which logs
 //!    them and exits.
+//!
+//! Steps 1–3 are one [`Init::escalate`] run over all groups at once (one
+//! shared grace, not one per group).
+//!
+//! # Bound
+//! At most `grace` + 1 s (KILL) + 2 s (PID 1: the two sweeps), plus the /proc
+//! scans for survivor diagnostics. Nothing in it waits without a deadline.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -74,12 +81,12 @@ impl Init {
         }
 
         if self.is_pid1() {
-            if crate::sys::kill_raw(-1, Signal::TERM.as_raw()).is_ok() {
+            if crate::sys::kill(-1, Signal::TERM.as_raw()).is_ok() {
                 self.wait_no_children(Instant::now() + KILL_WAIT).await;
             }
             if self.shared.reaper.has_children() {
                 report.survived_term.extend(procinfo::everyone_else());
-                let _ = crate::sys::kill_raw(-1, Signal::KILL.as_raw());
+                let _ = crate::sys::kill(-1, Signal::KILL.as_raw());
                 self.wait_no_children(Instant::now() + KILL_WAIT).await;
             }
             report.survived_kill = procinfo::everyone_else();
