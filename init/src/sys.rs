@@ -100,7 +100,7 @@ pub(crate) fn fcntl_setfd_cloexec(fd: i32) -> io::Result<()> {
 pub(crate) struct SpawnArgs<'a> {
     /// The program, looked up in `PATH` when it has no `/`.
     pub(crate) program: &'a CStr,
-    /// Its argv (argv[0] included).
+    /// Its argv (`argv[0]` included).
     pub(crate) argv: &'a [CString],
     /// Its complete environment (`NAME=value`).
     pub(crate) envp: &'a [&'a CStr],
