@@ -1,4 +1,4 @@
-//! Logging to stderr (and optionally journald), never blocking the server.
+//! Logging to stderr, never blocking the server; optionally to journald, whose send can block.
 //!
 //! stderr goes through `tracing_appender::non_blocking` in lossy mode: a
 //! worker thread writes, and when its bounded queue is full (nobody drains

@@ -1,4 +1,5 @@
 //! Everything mcp-exec must do as PID 1 of a container, and nothing about MCP.
+//! What it guarantees, and what it needs from the kernel: `init/README.md`.
 //!
 //! Use it in two steps:
 //! 1. [`prepare`] on the main thread, **before any other thread exists**
@@ -6,33 +7,43 @@
 //!    state the process started with, blocks the signals it handles (every
 //!    later thread inherits that mask), becomes child subreaper when not PID 1,
 //!    and marks inherited descriptors close-on-exec.
-//! 2. [`Boot::start`] inside the tokio runtime: opens the signalfd and starts
-//!    the one task that reads it, reaps children and forwards signals. It
-//!    returns the [`Init`] handle (spawn, group signalling, verified death,
+//! 2. [`Boot::start`] inside the tokio runtime: opens two signalfds and
+//!    starts two tasks, the reaper (SIGCHLD → reap, route each status) and
+//!    the intake (shutdown and forwarded signals). It returns the [`Init`]
+//!    handle (spawn, group signalling, escalation with verified death,
 //!    shutdown) and a channel of [`Event`]s for the application.
 //!
 //! # Modules
-//! - [`reaper`]: the single reaper and the registry of children.
-//! - [`signals`]: signalfd intake, shutdown/forward events.
-//! - [`spawn`]: starting a job in its own group with pipes.
-//! - [`group`]: group signals and verified death.
+//! - [`reaper`]: the single reaper: the registry of children and the task
+//!   that reaps on SIGCHLD.
+//! - [`intake`]: the start-up signal mask, the signalfds, and the task that
+//!   turns shutdown/forwarded signals into [`Event`]s.
+//! - [`signal`]: the [`Signal`] number type: names, descriptions, parsing.
+//! - [`spawn`]: starting a job in its own group with pipes, registered with
+//!   the reaper.
+//! - [`group`]: group signals, verified death, and [`Init::escalate`] (TERM →
+//!   wait → KILL).
 //! - [`procinfo`]: survivor diagnostics from /proc.
 //! - [`shutdown`]: the bounded graceful-shutdown sequence.
-//! - `sys`: the only `unsafe` code.
+//! - `sys`: the only `unsafe` code, one wrapper per libc call.
 //!
 //! # Which system crate does what
 //! `nix` owns signal *sets*: masks, dispositions and the signalfd. `rustix`
-//! owns everything addressed by pid or fd: waiting, `prctl`, `getpid`. Sending
-//! a signal goes through `sys::kill_raw`, because jobs may be sent real-time
-//! signals that neither crate's `Signal` type can name safely. No `nix` or
-//! `rustix` type appears in this crate's public API.
+//! owns everything addressed by pid or fd that it wraps safely: waiting,
+//! `prctl`, `getpid`, pipes. `sys` wraps, with raw libc, what neither offers
+//! safely: `kill` with raw signal numbers (jobs may be sent real-time
+//! signals that neither crate's `Signal` type can name), `rt_sigaction` for
+//! the signals glibc reserves, `close_range`/`fcntl` on inherited
+//! descriptors, `posix_spawnp`, and glibc's `mallopt`/`malloc_trim`. `procfs`
+//! parses /proc for diagnostics. No `nix`, `rustix` or `procfs` type appears
+//! in this crate's public API.
 
 pub mod group;
+pub mod intake;
 pub mod procinfo;
 pub mod reaper;
 pub mod shutdown;
 pub mod signal;
-pub mod signals;
 pub mod spawn;
 mod sys;
 
@@ -42,18 +53,18 @@ use std::sync::Arc;
 use nix::sys::signal::{SigmaskHow, pthread_sigmask};
 use tokio::sync::mpsc;
 
-pub use group::{group_exists, signal_group};
+pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
+pub use intake::Event;
 pub use procinfo::Survivor;
 pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
-pub use signals::Event;
 pub use spawn::{Program, SpawnError, SpawnSpec, Spawned, errno_text};
 
 /// Returns free heap memory to the kernel; call when the application goes
 /// idle (glibc otherwise keeps freed memory of every arena).
 pub fn trim_heap() {
-    sys::trim_heap();
+    sys::malloc_trim();
 }
 
 /// A process id (also used as a process-group id: a job's pgid is its pid).
@@ -79,7 +90,7 @@ pub enum InitError {
 
 /// The result of [`prepare`]: start-up facts, ready to [`start`](Boot::start).
 pub struct Boot {
-    origin: sys::Origin,
+    origin: spawn::Origin,
     pid1: bool,
     subreaper: bool,
     /// Problems that did not stop start-up (log them once logging is up).
@@ -90,8 +101,8 @@ pub struct Boot {
 /// spawned: a thread created earlier would keep an unblocked mask, and a
 /// SIGTERM delivered to it would kill the process instead of being read.
 pub fn prepare() -> Result<Boot, InitError> {
-    sys::tune_malloc();
-    let origin = sys::capture_origin();
+    fix_malloc_thresholds();
+    let origin = spawn::Origin::capture();
     let mut warnings = Vec::new();
     let pid1 = rustix::process::getpid().is_init();
     let mut subreaper = false;
@@ -104,9 +115,9 @@ pub fn prepare() -> Result<Boot, InitError> {
             )),
         }
     }
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals::handled_set()), None)
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&intake::handled_set()), None)
         .map_err(|e| InitError::BlockSignals(e.into()))?;
-    if let Err(e) = sys::cloexec_inherited_fds() {
+    if let Err(e) = cloexec_inherited_fds() {
         warnings.push(format!(
             "marking inherited descriptors close-on-exec failed: {e}"
         ));
@@ -119,6 +130,40 @@ pub fn prepare() -> Result<Boot, InitError> {
     })
 }
 
+/// Fixes glibc malloc's thresholds at 128 KiB (its defaults' starting point).
+///
+/// By default glibc raises the mmap threshold to the size of every large block
+/// that is freed (up to 32 MiB), so after one big response all later big
+/// buffers come from the heap, and the heap is only trimmed from its top: a
+/// 256 MiB capture left ~45 MiB resident while idle. Fixing the thresholds
+/// keeps big buffers in their own mappings, returned to the kernel on free.
+/// Called by [`prepare`], before any thread exists.
+fn fix_malloc_thresholds() {
+    const THRESHOLD: nix::libc::c_int = 128 * 1024;
+    sys::mallopt(nix::libc::M_MMAP_THRESHOLD, THRESHOLD);
+    sys::mallopt(nix::libc::M_TRIM_THRESHOLD, THRESHOLD);
+}
+
+/// Marks every descriptor above 2 close-on-exec, so that nothing the process
+/// inherited (or opened without `O_CLOEXEC`) leaks into jobs.
+fn cloexec_inherited_fds() -> std::io::Result<()> {
+    if sys::close_range_cloexec(3).is_ok() {
+        return Ok(());
+    }
+    // Kernels before 5.11: walk /proc/self/fd instead. The directory's own
+    // descriptor is among them; marking it is harmless.
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let fd = entry?
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok());
+        if let Some(fd) = fd.filter(|&fd| fd > 2) {
+            let _ = sys::fcntl_setfd_cloexec(fd);
+        }
+    }
+    Ok(())
+}
+
 impl Boot {
     /// Whether this process is PID 1.
     pub fn is_pid1(&self) -> bool {
@@ -128,7 +173,8 @@ impl Boot {
     /// The second start-up step; must run inside a tokio runtime (with IO and
     /// time enabled).
     pub fn start(self) -> Result<(Init, mpsc::UnboundedReceiver<Event>), InitError> {
-        let fd = signals::open_signalfd().map_err(InitError::SignalFd)?;
+        let chld = reaper::open_signalfd().map_err(InitError::SignalFd)?;
+        let fd = intake::open().map_err(InitError::SignalFd)?;
         let shared = Arc::new(Shared {
             reaper: reaper::Reaper::new(),
             origin: self.origin,
@@ -136,15 +182,16 @@ impl Boot {
             subreaper: self.subreaper,
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(signals::run(Arc::clone(&shared), fd, tx));
+        tokio::spawn(reaper::run(Arc::clone(&shared), chld));
+        tokio::spawn(intake::run(Arc::clone(&shared), fd, tx));
         Ok((Init { shared }, rx))
     }
 }
 
-/// State shared by the signal task and every [`Init`] handle.
+/// State shared by the reaper and intake tasks and every [`Init`] handle.
 pub(crate) struct Shared {
     pub(crate) reaper: reaper::Reaper,
-    pub(crate) origin: sys::Origin,
+    pub(crate) origin: spawn::Origin,
     pub(crate) pid1: bool,
     pub(crate) subreaper: bool,
 }
@@ -166,12 +213,16 @@ impl Init {
         self.shared.subreaper
     }
 
-    /// Pids of spawned children that have not been reaped yet.
+    /// Pids of spawned children that have not been reaped yet. (Not used by
+    /// the server; kept for the init-probe and diagnostics.)
+    #[doc(hidden)]
     pub fn running_children(&self) -> Vec<Pid> {
         self.shared.reaper.running().into_iter().map(Pid).collect()
     }
 
     /// Orphans reaped so far (descendants that were not registered jobs).
+    /// (For the init-probe's tests.)
+    #[doc(hidden)]
     pub fn orphans_reaped(&self) -> u64 {
         self.shared.reaper.orphans_reaped()
     }

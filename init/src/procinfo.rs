@@ -1,10 +1,15 @@
 //! Survivor diagnostics from `/proc`: who is still alive, in which state, and
 //! why a signal may not have taken effect yet.
 //!
+//! Owns no state and never signals or waits: it only reads `/proc`, for
+//! [`Init::escalate`](crate::Init::escalate)'s survivors, the `kill` tool's
+//! detail and the shutdown report.
+//!
 //! The `stat` line is parsed by `procfs` (which splits after the *last* `)`,
 //! so a `comm` containing `)` or spaces cannot shift the fields). Reading
 //! `/proc` is best effort: a process that vanishes while being read is simply
-//! not a survivor any more.
+//! not a survivor any more, and an unreadable `/proc` gives no survivors
+//! rather than an error.
 
 use std::fmt;
 

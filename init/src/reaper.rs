@@ -1,8 +1,10 @@
 //! The single reaper: the only code in the process that waits on children.
 //!
 //! It owns the registry of spawned children (pid → the channel that receives
-//! its exit status) and the "something was reaped" generation counter that
-//! group-death waits subscribe to.
+//! its exit status), the "something was reaped" generation counter that
+//! death waits (`Init::wait_until`) subscribe to, and the reaper
+//! task (`run`): one task that reads SIGCHLD from its own signalfd and
+//! sweeps.
 //!
 //! # Invariants
 //! - Nothing else calls `wait*` on our children: jobs are started with
@@ -11,27 +13,39 @@
 //!   `posix_spawnp` returns; that happens inside the registry lock (see
 //!   below), so it cannot race a sweep.
 //! - **Exit before registration is impossible by construction.** `spawn`
-//!   holds the registry lock from before `fork` until the pid is inserted, and
-//!   the reaper only calls `waitpid` while holding the same lock. A child that
-//!   exits at once is therefore reaped either after it was registered (and its
-//!   status is routed) or never by us in between. No buffer of unclaimed
-//!   statuses is needed, and no status is ever dropped for a registered pid.
+//!   holds the registry lock from before the child is created until its pid
+//!   is inserted, and a sweep only calls `waitpid` while holding the same
+//!   lock. A child that exits at once is therefore reaped either after it was
+//!   registered (and its status is routed) or not by us in between. No buffer
+//!   of unclaimed statuses is needed, and no status is ever dropped for a
+//!   registered pid.
 //! - A reaped pid that is not registered is an orphan (a descendant that was
 //!   re-parented to us as PID 1 or child subreaper): reaped and dropped.
 //! - SIGCHLD coalesces, so a sweep loops until `waitpid` reports no more
 //!   exited children; routing is decided by the pid `waitpid` returns, never
 //!   by the signal.
+//! - The task sweeps *before* it waits for the next SIGCHLD: a child that
+//!   exited before the signalfd existed is reaped at once, and a SIGCHLD that
+//!   arrives during a sweep stays pending and causes one more sweep, so no
+//!   exit is left unreaped until the next one.
+//! - A pid leaves the registry under the lock, right after `waitpid` returned
+//!   it: "not registered" therefore always means "already reaped" (or never
+//!   ours), which is what `Reaper::is_unreaped` and verified death rely on.
 
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
+use nix::sys::signal::{SigSet, Signal as NixSignal};
+use nix::sys::signalfd::SignalFd;
 use rustix::process::{WaitOptions, WaitStatus};
+use tokio::io::unix::AsyncFd;
 use tokio::sync::{oneshot, watch};
 
+use crate::Shared;
 use crate::signal::Signal;
 
 /// How a direct child ended.
@@ -90,6 +104,15 @@ impl Reaper {
         self.lock().keys().copied().collect()
     }
 
+    /// Whether `pid` is a registered child that has not been reaped yet.
+    ///
+    /// Taken under the registry lock, which the reaper holds from `waitpid`
+    /// until the pid is removed: a `false` here means the kernel has already
+    /// reaped it (or it was never ours), never "about to be".
+    pub(crate) fn is_unreaped(&self, pid: i32) -> bool {
+        self.lock().contains_key(&pid)
+    }
+
     /// Number of orphans reaped so far.
     pub(crate) fn orphans_reaped(&self) -> u64 {
         self.orphans.load(Ordering::Relaxed)
@@ -142,6 +165,28 @@ impl Reaper {
         use rustix::process::{WaitId, WaitIdOptions, waitid};
         let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
         !matches!(waitid(WaitId::All, opts), Err(e) if e == rustix::io::Errno::CHILD)
+    }
+}
+
+/// The reaper task's signalfd: SIGCHLD only (blocked since
+/// [`crate::prepare`]).
+pub(crate) fn open_signalfd() -> io::Result<AsyncFd<SignalFd>> {
+    let mut set = SigSet::empty();
+    set.add(NixSignal::SIGCHLD);
+    crate::intake::signalfd(&set)
+}
+
+/// The reaper task: sweep, wait for SIGCHLD, repeat (see the module doc for
+/// why the sweep comes first). Runs until the process exits. Waiting on the
+/// signalfd only fails when tokio's reactor is going away; that is logged
+/// and ends the task, as the process is then exiting anyway.
+pub(crate) async fn run(shared: Arc<Shared>, fd: AsyncFd<SignalFd>) {
+    loop {
+        shared.reaper.sweep();
+        if let Err(e) = crate::intake::next_signal(&fd).await {
+            tracing::error!(error = %e, "SIGCHLD signalfd failed; children are no longer reaped");
+            return;
+        }
     }
 }
 

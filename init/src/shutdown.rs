@@ -1,8 +1,11 @@
 //! The graceful-shutdown sequence (SPEC §2.5), bounded in time.
 //!
+//! Owns no state: it runs on the caller's task, over the groups the caller
+//! names plus every child still registered with the reaper.
+//!
 //! 1. SIGTERM to every job group (given by the caller, plus every registered
 //!    child that has not been reaped yet).
-//! 2. Wait up to `grace` for all of them to die (child reaped, group empty).
+//! 2. Wait up to `grace` for all of them to die (leader reaped, group empty).
 //! 3. SIGKILL what survives and wait briefly.
 //! 4. As PID 1 only: `kill(-1, SIGTERM)`, a short wait, `kill(-1, SIGKILL)`,
 //!    so that descendants that escaped their group cannot outlive the
@@ -10,13 +13,20 @@
 //!    process of the user outside the container.
 //! 5. Report the survivors (with /proc diagnostics) to the caller, which logs
 //!    them and exits.
+//!
+//! Steps 1–3 are one [`Init::escalate`] run over all groups at once (one
+//! shared grace, not one per group).
+//!
+//! # Bound
+//! At most `grace` + 1 s (KILL) + 2 s (PID 1: the two sweeps), plus the /proc
+//! scans for survivor diagnostics. Nothing in it waits without a deadline.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::group::{group_exists, signal_group};
+use crate::group::Step;
 use crate::procinfo::{self, Survivor};
 use crate::signal::Signal;
 use crate::{Init, Pid};
@@ -45,63 +55,51 @@ impl Init {
     ) -> ShutdownReport {
         let mut all: BTreeSet<Pid> = groups.into_iter().collect();
         all.extend(self.shared.reaper.running().into_iter().map(Pid));
+        let all: Vec<Pid> = all.into_iter().collect();
         let mut report = ShutdownReport {
             groups: all.len(),
             ..ShutdownReport::default()
         };
 
-        for &g in &all {
-            if let Err(e) = signal_group(g, Signal::TERM) {
-                tracing::warn!(pgid = g.0, error = %e, "SIGTERM to job group failed");
+        // 1–3: TERM to every group, one shared grace, KILL what survived.
+        let steps = [
+            Step::new(Signal::TERM, grace),
+            Step::new(Signal::KILL, KILL_WAIT),
+        ];
+        let tracked = self.escalate_groups(&all, &steps, |_| {}).await;
+        for t in &tracked {
+            if let Some(e) = &t.error {
+                tracing::warn!(pgid = t.pgid.0, error = %e, "signalling a job group failed");
             }
-        }
-        let deadline = Instant::now() + grace;
-        let left = self.wait_all_empty(&all, deadline).await;
-        if !left.is_empty() {
-            report.survived_term = left
-                .iter()
-                .flat_map(|g| procinfo::group_members(g.0))
-                .collect();
-            for &g in &left {
-                let _ = signal_group(g, Signal::KILL);
-            }
-            self.wait_all_empty(&left, Instant::now() + KILL_WAIT).await;
+            report.survived_term.extend(
+                t.outcome
+                    .survived
+                    .iter()
+                    .filter(|s| s.after == Signal::TERM)
+                    .flat_map(|s| s.members.iter().cloned()),
+            );
         }
 
         if self.is_pid1() {
-            if crate::sys::kill_raw(-1, Signal::TERM.as_raw()).is_ok() {
+            if crate::sys::kill(-1, Signal::TERM.as_raw()).is_ok() {
                 self.wait_no_children(Instant::now() + KILL_WAIT).await;
             }
             if self.shared.reaper.has_children() {
                 report.survived_term.extend(procinfo::everyone_else());
-                let _ = crate::sys::kill_raw(-1, Signal::KILL.as_raw());
+                let _ = crate::sys::kill(-1, Signal::KILL.as_raw());
                 self.wait_no_children(Instant::now() + KILL_WAIT).await;
             }
             report.survived_kill = procinfo::everyone_else();
         } else {
-            report.survived_kill = all
+            report.survived_kill = tracked
                 .iter()
-                .flat_map(|g| procinfo::group_members(g.0))
+                .filter(|t| !t.outcome.dead)
+                .flat_map(|t| procinfo::group_members(t.pgid.0))
                 .collect();
         }
         report.survived_term.sort_by_key(|s| s.pid);
         report.survived_term.dedup_by_key(|s| s.pid);
         report
-    }
-
-    /// Waits until every group in `groups` is empty and no registered child
-    /// is left, or `deadline`; returns the groups that still have members.
-    async fn wait_all_empty(&self, groups: &BTreeSet<Pid>, deadline: Instant) -> BTreeSet<Pid> {
-        for &g in groups {
-            let now = Instant::now();
-            self.wait_group_empty(g, deadline.saturating_duration_since(now))
-                .await;
-        }
-        groups
-            .iter()
-            .copied()
-            .filter(|&g| group_exists(g))
-            .collect()
     }
 
     /// Waits until this process has no child at all (PID 1: the namespace is

@@ -1,9 +1,12 @@
-//! Signal numbers, names and descriptions.
+//! The [`Signal`] type: Linux signal numbers, their names, descriptions and
+//! parsing. Pure data: nothing here sends, blocks or reads a signal (that is
+//! [`crate::group`] and [`crate::intake`]).
 //!
 //! `Signal` is a plain Linux signal number (1..=64, real-time ones included),
 //! so that a job can be sent any signal the kernel accepts and a death by any
-//! signal can be reported. Names and descriptions follow glibc's `strsignal`
-//! wording for 1..=31 (what the wire format promises); others read `signal N`.
+//! signal can be reported; a value outside that range cannot be constructed.
+//! Names and descriptions follow glibc's `strsignal` wording for 1..=31 (what
+//! the wire format promises); others read `signal N`.
 
 use std::fmt;
 

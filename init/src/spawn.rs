@@ -5,7 +5,7 @@
 //! stderr as pipes whose other ends the caller owns (never the server's own
 //! stdio); no other descriptor (ours are created close-on-exec, and start-up
 //! marked inherited ones so); the signal mask and ignored set the server
-//! started with (see `sys::posix_spawn`); `cwd` as given or the server's; the
+//! started with (see `Origin`); `cwd` as given or the server's; the
 //! server's environment with `env` layered on top.
 //!
 //! Spawning uses `posix_spawnp` (vfork-style) rather than std's `Command`:
@@ -16,6 +16,14 @@
 //! Failures to start (bad cwd, missing shell, exec error) are returned as a
 //! [`SpawnError`] whose text reads like the Go reference's
 //! (`chdir /x: no such file or directory`), never as a panic.
+//!
+//! # Invariants
+//! - The reaper's registry lock is held from before `posix_spawnp` until the
+//!   new pid is inserted, so the child cannot be reaped before its status has
+//!   somewhere to go (the race is explained in [`crate::reaper`]).
+//! - Owns no long-lived state: the start-up signal state (`Origin`) is read
+//!   once by [`crate::prepare`] and the server's environment once, on the
+//!   first spawn; the caller owns everything a spawn returns.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -23,10 +31,47 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
+use nix::sys::signal::SigSet;
 use tokio::sync::oneshot;
 
 use crate::reaper::ExitWatch;
 use crate::{Init, Pid};
+
+/// The signal state the process had when it started, restored in every job.
+///
+/// Only the mask needs recording: dispositions are inherited by `posix_spawn`
+/// unchanged, and the server never changes any (it installs no handlers), so
+/// the ignored set a job gets is the one the server started with. The
+/// exceptions are reset to `SIG_DFL` in the child ([`Origin::sigdefault`]):
+/// SIGPIPE, which Rust's runtime sets to `SIG_IGN` before `main` (its
+/// original disposition is unknowable), and glibc's internal signals 32 and
+/// 33, which glibc's `posix_spawn` child sets to `SIG_IGN` unless they are in
+/// the reset-to-default set, so their start-up state is put back exactly.
+pub(crate) struct Origin {
+    /// The signal mask of the main thread before the init layer blocked anything.
+    mask: SigSet,
+    /// The signals a job resets to `SIG_DFL`.
+    sigdefault: Vec<i32>,
+}
+
+/// glibc's internal real-time signals (SIGCANCEL, SIGSETXID).
+const GLIBC_INTERNAL: [i32; 2] = [32, 33];
+
+impl Origin {
+    /// Reads the current signal mask and the dispositions of signals 32 and
+    /// 33; called by [`crate::prepare`] before it blocks anything.
+    pub(crate) fn capture() -> Origin {
+        let internal_default = GLIBC_INTERNAL
+            .into_iter()
+            .filter(|&sig| !crate::sys::rt_sigaction_is_ignored(sig));
+        Origin {
+            mask: SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty()),
+            sigdefault: std::iter::once(nix::libc::SIGPIPE)
+                .chain(internal_default)
+                .collect(),
+        }
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -224,17 +269,19 @@ impl Init {
         let (stdin_r, stdin_w) = pipe()?;
         let (stdout_r, stdout_w) = pipe()?;
         let (stderr_r, stderr_w) = pipe()?;
+        let origin = &self.shared.origin;
         let args = crate::sys::SpawnArgs {
             program: &program,
             argv: &argv,
             envp: &envp,
             cwd: cwd.as_deref(),
             stdio: [stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()],
-            origin: self.shared.origin,
+            sigmask: &origin.mask,
+            sigdefault: &origin.sigdefault,
         };
 
         let mut registry = self.shared.reaper.lock();
-        let pid = crate::sys::posix_spawn(&args).map_err(|e| SpawnError::Exec {
+        let pid = crate::sys::posix_spawnp(&args).map_err(|e| SpawnError::Exec {
             program: program_name,
             reason: errno_text(&e),
         })?;

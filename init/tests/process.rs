@@ -549,3 +549,148 @@ fn as_pid_1_sigterm_from_outside_runs_the_jobs_term_trap_and_exits_within_the_gr
         "the process took {took:?} to exit after SIGTERM (grace {GRACE:?})"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Init::escalate: TERM → wait → KILL with observed death (SPEC §2.4, §4.7)
+// ---------------------------------------------------------------------------
+
+/// Runs an escalation scenario of the probe (not PID 1) and checks it ran.
+fn escalation(scenario: &str) -> Finished {
+    let out = Running::probe(&[scenario]).finish(Duration::from_secs(30));
+    out.assert_completed();
+    out
+}
+
+#[test]
+fn assured_escalation_sends_kill_to_a_group_that_ignores_term_and_observes_its_death() {
+    let out = escalation("escalate-term-ignored");
+    assert_eq!(out.get("started"), "true");
+    assert_eq!(out.get("assured_already_dead"), "false");
+    assert_eq!(out.get("assured_dead"), "true", "death not observed");
+    assert_eq!(out.get("assured_last_signal"), "9");
+    assert_eq!(out.get("assured_escalated"), "true");
+    assert_eq!(
+        out.get("assured_survived"),
+        "15:sleep",
+        "the TERM step's wait ran out with the sleep alive, the KILL step's did not"
+    );
+    assert!(
+        out.number("assured_ms") >= 300,
+        "KILL was sent before the TERM step's wait ran out"
+    );
+    assert_eq!(out.get("assured_phases"), "Exiting");
+    assert_eq!(out.get("direct"), "signaled:9");
+    assert_eq!(out.get("group_exists"), "false");
+}
+
+#[test]
+fn assured_escalation_stops_at_term_when_term_is_enough() {
+    let out = escalation("escalate-term-enough");
+    assert_eq!(out.get("assured_dead"), "true");
+    assert_eq!(out.get("assured_last_signal"), "15");
+    assert_eq!(out.get("assured_escalated"), "false", "KILL was not needed");
+    assert_eq!(out.get("assured_survived"), "none");
+    assert!(
+        out.number("assured_ms") < 5000,
+        "death by TERM was only seen when a wait ran out"
+    );
+    assert_eq!(out.get("direct"), "signaled:15");
+}
+
+#[test]
+fn a_group_whose_leader_died_while_a_member_survives_is_not_dead_until_that_member_is() {
+    let out = escalation("escalate-member-survives");
+    assert_eq!(out.get("members_started"), "true");
+    assert_eq!(out.get("direct"), "signaled:15", "the leader died of TERM");
+    assert_eq!(
+        out.get("term_dead"),
+        "false",
+        "dead although a member lives"
+    );
+    assert_eq!(out.get("term_last_signal"), "15");
+    assert_eq!(out.get("term_survived"), "15:sleep");
+    let survivors = out.get("survivor_pids");
+    assert!(
+        !survivors.is_empty() && survivors != out.get("pgid"),
+        "the survivor is the member, not the leader: {survivors}"
+    );
+    assert_eq!(
+        out.get("term_phases"),
+        "Exiting,Draining",
+        "the phase follows the leader's reaping"
+    );
+    assert_eq!(out.get("kill_already_dead"), "false");
+    assert_eq!(out.get("kill_dead"), "true");
+    assert_eq!(out.get("kill_phases"), "Draining");
+    assert_eq!(out.get("group_exists"), "false");
+}
+
+#[test]
+fn an_already_gone_group_is_reported_as_such_and_sent_nothing() {
+    let out = escalation("escalate-already-gone");
+    assert_eq!(out.get("direct"), "exited:3");
+    assert_eq!(out.get("group_empty"), "true");
+    assert_eq!(out.get("gone_already_dead"), "true");
+    assert_eq!(out.get("gone_dead"), "true");
+    assert_eq!(out.get("gone_last_signal"), "none", "a signal was sent");
+    assert_eq!(out.get("gone_escalated"), "false");
+    assert_eq!(out.get("gone_phases"), "none");
+}
+
+#[test]
+fn a_zero_wait_sends_and_reports_at_once_whether_the_group_is_dead() {
+    let out = escalation("escalate-timeout-0");
+    assert_eq!(out.get("started"), "true");
+    assert_eq!(out.get("term0_dead"), "false");
+    assert_eq!(out.get("term0_last_signal"), "15");
+    assert_eq!(out.get("term0_survived"), "15:sleep");
+    // Nothing to wait for, so well under any step's time; a generous bound
+    // for a loaded machine.
+    assert!(out.number("term0_ms") < 1000, "a zero wait waited");
+    assert_eq!(out.get("kill0_last_signal"), "9");
+    assert!(out.number("kill0_ms") < 1000, "a zero wait waited");
+    assert_eq!(out.get("direct"), "signaled:9");
+    assert_eq!(out.get("after_already_dead"), "true");
+    assert_eq!(out.get("after_dead"), "true");
+    assert_eq!(out.get("after_last_signal"), "none");
+}
+
+#[test]
+fn dropping_an_escalation_mid_wait_leaves_the_group_and_the_reaper_usable() {
+    let out = escalation("escalate-dropped");
+    assert_eq!(out.get("started"), "true");
+    assert_eq!(out.get("dropped"), "true", "the first escalation finished");
+    assert_eq!(out.get("kill_already_dead"), "false");
+    assert_eq!(out.get("kill_dead"), "true");
+    assert_eq!(out.get("direct"), "signaled:9");
+    assert_eq!(out.get("next"), "exited:4");
+}
+
+#[test]
+fn shutdown_terms_every_group_under_one_shared_grace_and_kills_the_survivors() {
+    let out = escalation("shutdown-groups");
+    assert_eq!(out.get("groups"), "3");
+    let ignoring: Vec<&str> = out.get("ignoring").split(',').collect();
+    let term: Vec<&str> = out.get("survived_term").split(',').collect();
+    assert_eq!(
+        term,
+        ignoring
+            .iter()
+            .map(|p| format!("{p}:sleep"))
+            .collect::<Vec<_>>(),
+        "exactly the two TERM-ignoring sleeps outlive the grace"
+    );
+    assert_eq!(out.number("survived_kill"), 0);
+    let ms = out.number("shutdown_ms");
+    assert!(ms >= 500, "KILL came before the grace ran out ({ms} ms)");
+    assert!(
+        ms < 1000,
+        "two TERM-ignoring groups took {ms} ms: one grace each, not one shared"
+    );
+    let directs: Vec<&str> = out
+        .lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("direct="))
+        .collect();
+    assert_eq!(directs, ["signaled:9", "signaled:9", "signaled:15"]);
+}

@@ -23,7 +23,7 @@ pub mod table;
 use std::sync::Arc;
 use std::time::Duration;
 
-use init::{Init, Pid, Signal, SpawnSpec};
+use init::{Escalation, Init, Phase, Pid, Signal, SignalError, SpawnSpec, Step};
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -61,17 +61,6 @@ pub struct StartFailed {
     pub error: String,
 }
 
-/// What [`Jobs::terminate`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Termination {
-    /// Whether death was observed (child reaped, output read, group empty).
-    pub dead: bool,
-    /// The last signal sent.
-    pub sent: Option<Signal>,
-    /// Whether a step after the first was needed.
-    pub escalated: bool,
-}
-
 /// How a wait for one job ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Awaited {
@@ -81,15 +70,6 @@ pub enum Awaited {
     Timeout,
     /// The job left the table (delivered elsewhere).
     Gone,
-}
-
-/// What a progress reporter is told while a group's death is awaited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeathPhase {
-    /// The direct child has not been reaped yet.
-    Exiting,
-    /// The child is reaped; other members of its group are still alive.
-    Draining,
 }
 
 impl Jobs {
@@ -175,54 +155,24 @@ impl Jobs {
         }
     }
 
-    /// Waits until job `id` is dead — its direct child reaped and its output
-    /// read (terminal in the table) **and** its group `pgid` empty — or
-    /// `deadline`; returns whether it is. `phase` hears which part of the
-    /// death is awaited. Cancel by dropping the future.
-    pub async fn await_death(
-        &self,
-        id: JobId,
-        pgid: Pid,
-        deadline: Instant,
-        phase: &(dyn Fn(DeathPhase) + Send + Sync),
-    ) -> bool {
-        phase(DeathPhase::Exiting);
-        if self.await_terminal(id, Some(deadline)).await == Awaited::Timeout {
-            return false;
-        }
-        phase(DeathPhase::Draining);
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.init.wait_group_empty(pgid, left).await
-    }
-
-    /// Signals job `id`'s group step by step until it is dead: each step
-    /// sends its signal and waits up to its duration for death; a later step
-    /// runs only if something survived the earlier one. Cancel by dropping
-    /// the future.
+    /// Signals job `id`'s group `pgid` step by step until it is dead
+    /// (init's [`Init::escalate`]: a later step only if something outlived
+    /// the earlier one's wait), and when it is, waits for the job to be
+    /// terminal in the table (its runner reads the last output first).
+    /// `on_phase` hears which part of the death is awaited. Cancel by
+    /// dropping the future.
     pub async fn terminate(
         &self,
         id: JobId,
         pgid: Pid,
-        steps: &[(Signal, Duration)],
-        phase: &(dyn Fn(DeathPhase) + Send + Sync),
-    ) -> Result<Termination, std::io::Error> {
-        let mut out = Termination {
-            dead: false,
-            sent: None,
-            escalated: false,
-        };
-        for (n, &(signal, wait)) in steps.iter().enumerate() {
-            init::signal_group(pgid, signal)?;
-            out.sent = Some(signal);
-            out.escalated = n > 0;
-            out.dead = self
-                .await_death(id, pgid, Instant::now() + wait, phase)
-                .await;
-            if out.dead {
-                break;
-            }
+        steps: &[Step],
+        on_phase: impl FnMut(Phase),
+    ) -> Result<Escalation, SignalError> {
+        let escalation = self.init.escalate(pgid, steps, on_phase).await?;
+        if escalation.dead || escalation.already_dead {
+            self.await_terminal(id, None).await;
         }
-        Ok(out)
+        Ok(escalation)
     }
 
     /// Tears job `id` down (a cancelled blocking `execute`, whose caller never
@@ -232,9 +182,12 @@ impl Jobs {
         let Some(pgid) = self.table.with(id, |j| j.pgid) else {
             return;
         };
-        let steps = [(Signal::TERM, self.grace), (Signal::KILL, KILL_WAIT)];
-        if let Err(e) = self.terminate(id, pgid, &steps, &|_| {}).await {
-            tracing::warn!(job = %id, error = %e, "signalling a torn-down job");
+        let steps = [
+            Step::new(Signal::TERM, self.grace),
+            Step::new(Signal::KILL, KILL_WAIT),
+        ];
+        if let Err(e) = self.terminate(id, pgid, &steps, |_| {}).await {
+            tracing::warn!(job = %id, error = %e, "tearing a job down");
         }
         self.table.remove(id);
         tracing::info!(job = %id, "cancelled execute: job torn down");

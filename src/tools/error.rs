@@ -42,16 +42,9 @@ pub enum ToolError {
     /// Writing to a job's stdin failed (`writing stdin: broken pipe`).
     #[error("writing stdin: {0}")]
     StdinWrite(String),
-    /// The kernel refused a signal.
-    #[error("sending {signal} to process group {pgid}: {reason}")]
-    SignalFailed {
-        /// The signal's name.
-        signal: String,
-        /// The group.
-        pgid: i32,
-        /// The errno text.
-        reason: String,
-    },
+    /// The kernel refused a signal (`sending terminated to process group 7: …`).
+    #[error("{0}")]
+    SignalFailed(String),
 }
 
 impl ToolError {

@@ -20,14 +20,14 @@
 
 use std::time::Duration;
 
-use init::{Pid, Signal};
+use init::{Phase, Pid, Signal, Step, Survivor};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::schema;
 use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
 use crate::jobs::result::JobResult;
-use crate::jobs::{Claim, DeathPhase, JobId};
+use crate::jobs::{Claim, JobId};
 use crate::protocol::result::Payload;
 
 /// Default seconds to wait for death after a signal.
@@ -152,40 +152,29 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         .with(id, |j| (j.pgid, j.state.is_terminal()))
         .ok_or_else(|| ToolError::unknown(id))?;
     if terminal && !init::group_exists(pgid) {
-        return match table.claim(id) {
-            Claim::Delivered(job) => {
-                let mut out = Killed::new(id, true);
-                out.already_terminated = Some(true);
-                out.result = Some(JobResult::delivered(&job));
-                Ok(Payload::object(out))
-            }
-            _ => Err(ToolError::unknown(id).into()),
-        };
+        return already_terminated(call, id);
     }
 
+    // `timeout` is finite, >= 0 and capped at a day: the conversion cannot panic.
     let wait = Duration::from_secs_f64(timeout.min(86_400.0));
-    let steps: &[(Signal, Duration)] = match plan {
-        Plan::One(sig) => &[(sig, wait)],
-        Plan::Assured => &[(Signal::TERM, wait), (Signal::KILL, wait)],
+    let steps = match plan {
+        Plan::One(sig) => vec![Step::new(sig, wait)],
+        Plan::Assured => vec![Step::new(Signal::TERM, wait), Step::new(Signal::KILL, wait)],
     };
-    let phase = call.phase.clone();
-    let report = move |p: DeathPhase| {
+    let phase = &call.phase;
+    let on_phase = |p: Phase| {
         phase.set(match p {
-            DeathPhase::Exiting => "waiting for the process to exit",
-            DeathPhase::Draining => "waiting for the process group to drain",
+            Phase::Exiting => "waiting for the process to exit",
+            Phase::Draining => "waiting for the process group to drain",
         });
     };
-    let done = cancellable(&call.cancel, jobs.terminate(id, pgid, steps, &report))
+    let done = cancellable(&call.cancel, jobs.terminate(id, pgid, &steps, on_phase))
         .await?
-        .map_err(|e| {
-            let signal = steps.first().map_or(Signal::TERM, |s| s.0);
-            ToolError::SignalFailed {
-                signal: signal.to_string(),
-                pgid: pgid.0,
-                reason: e.to_string(),
-            }
-        })?;
-    let sent = done.sent.unwrap_or(Signal::TERM);
+        .map_err(|e| ToolError::SignalFailed(e.to_string()))?;
+    if done.already_dead {
+        return already_terminated(call, id);
+    }
+    let sent = done.last_signal.unwrap_or(steps[0].signal);
 
     let mut out = Killed::new(id, done.dead);
     out.signal_sent = Some(sent.as_raw());
@@ -205,13 +194,31 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         return Ok(Payload::object(out));
     }
     let state = table.with(id, |j| j.state.name()).unwrap_or("running");
+    let members = done
+        .survived
+        .last()
+        .map_or(&[][..], |s| s.members.as_slice());
     out.state = Some(state);
-    out.detail = Some(detail(pgid, sent, state == "running"));
+    out.detail = Some(detail(pgid, sent, state == "running", members));
     Ok(Payload::object(out))
 }
 
-fn detail(pgid: Pid, sig: Signal, child_running: bool) -> String {
-    let members = init::procinfo::group_members(pgid.0);
+/// The answer for a job that was fully gone before any signal: its result.
+fn already_terminated(call: &Call, id: JobId) -> Outcome {
+    match call.app.jobs.table().claim(id) {
+        Claim::Delivered(job) => {
+            let mut out = Killed::new(id, true);
+            out.already_terminated = Some(true);
+            out.result = Some(JobResult::delivered(&job));
+            Ok(Payload::object(out))
+        }
+        _ => Err(ToolError::unknown(id).into()),
+    }
+}
+
+/// Why the group survived, from the members the escalation saw alive when
+/// its wait ran out.
+fn detail(pgid: Pid, sig: Signal, child_running: bool, members: &[Survivor]) -> String {
     let list = if members.is_empty() {
         String::from("no member could be read from /proc")
     } else {

@@ -35,7 +35,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use init::{Event, ExitStatus, ExitWatch, Init, Pid, Program, Signal, SpawnSpec, Spawned};
+use init::{
+    Escalation, Event, ExitStatus, ExitWatch, Init, Phase, Pid, Program, Signal, SpawnSpec,
+    Spawned, Step,
+};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How long any single awaited exit status may take before it counts as lost.
@@ -84,6 +87,13 @@ fn main() -> ExitCode {
             "coalesced-sigchld" => coalesced_sigchld(&init).await,
             "signal-state" => signal_state(&init).await,
             "group-kill" => group_kill(&init).await,
+            "escalate-term-ignored" => escalate_term_ignored(&init).await,
+            "escalate-term-enough" => escalate_term_enough(&init).await,
+            "escalate-member-survives" => escalate_member_survives(&init).await,
+            "escalate-already-gone" => escalate_already_gone(&init).await,
+            "escalate-timeout-0" => escalate_timeout_0(&init).await,
+            "escalate-dropped" => escalate_dropped(&init).await,
+            "shutdown-groups" => shutdown_groups(&init).await,
             "forward" => forward(&init, events, rest).await,
             "shutdown" => shutdown(&init, events, rest).await,
             other => {
@@ -380,6 +390,229 @@ async fn group_kill(init: &Init) {
         init.wait_group_empty(pgid, STATUS_TIMEOUT).await
     );
     println!("group_exists={}", init::group_exists(pgid));
+}
+
+/// A job whose whole group ignores TERM (the exec'd `sleep` inherits the
+/// `SIG_IGN`); returns once it is a `sleep`, so the trap is in place.
+async fn spawn_term_ignoring(init: &Init) -> (Pid, ExitWatch) {
+    let (pgid, exit) = spawn_quiet(init, &SpawnSpec::shell("trap '' TERM; exec sleep 30"));
+    let started = wait_for(Duration::from_secs(5), || {
+        let members = init::procinfo::group_members(pgid.0);
+        members.len() == 1 && members[0].comm == "sleep"
+    })
+    .await;
+    println!("started={started}");
+    (pgid, exit)
+}
+
+/// Runs `Init::escalate` on `pgid` and prints, prefixed with `name_`:
+/// `dead`, `already_dead`, `last_signal` (number or `none`), `escalated`,
+/// `survived` (`after:comm/comm…` per step whose wait ran out, `;`-joined, or
+/// `none`), `phases` (comma-joined, or `none`), `ms` (how long it took), and
+/// `error` when it failed.
+async fn escalate(init: &Init, name: &str, pgid: Pid, steps: &[Step]) -> Option<Escalation> {
+    let mut phases = Vec::new();
+    let started = Instant::now();
+    let result = init
+        .escalate(pgid, steps, |p: Phase| phases.push(format!("{p:?}")))
+        .await;
+    println!("{name}_ms={}", started.elapsed().as_millis());
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            println!("{name}_error={e}");
+            return None;
+        }
+    };
+    println!("{name}_dead={}", outcome.dead);
+    println!("{name}_already_dead={}", outcome.already_dead);
+    println!(
+        "{name}_last_signal={}",
+        outcome
+            .last_signal
+            .map_or("none".to_owned(), |s| s.as_raw().to_string())
+    );
+    println!("{name}_escalated={}", outcome.escalated);
+    let survived: Vec<String> = outcome
+        .survived
+        .iter()
+        .map(|s| {
+            let comms: Vec<&str> = s.members.iter().map(|m| m.comm.as_str()).collect();
+            format!("{}:{}", s.after.as_raw(), comms.join("/"))
+        })
+        .collect();
+    println!("{name}_survived={}", or_none(&survived, ";"));
+    println!("{name}_phases={}", or_none(&phases, ","));
+    Some(outcome)
+}
+
+fn or_none(items: &[String], sep: &str) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(sep)
+    }
+}
+
+/// ASSURED on a group that ignores TERM. Lines: `started=B`, the
+/// `assured_*` lines of [`escalate`], `direct=S`, `group_exists=B`.
+async fn escalate_term_ignored(init: &Init) {
+    let (pgid, exit) = spawn_term_ignoring(init).await;
+    let steps = [
+        Step::new(Signal::TERM, Duration::from_millis(300)),
+        Step::new(Signal::KILL, STATUS_TIMEOUT),
+    ];
+    escalate(init, "assured", pgid, &steps).await;
+    println!("direct={}", await_status(exit).await);
+    println!("group_exists={}", init::group_exists(pgid));
+}
+
+/// ASSURED on a job that dies of TERM. Lines: the `assured_*` lines of
+/// [`escalate`], `direct=S`.
+async fn escalate_term_enough(init: &Init) {
+    let (pgid, exit) = spawn_quiet(init, &SpawnSpec::shell("exec sleep 30"));
+    let steps = [
+        Step::new(Signal::TERM, STATUS_TIMEOUT),
+        Step::new(Signal::KILL, STATUS_TIMEOUT),
+    ];
+    escalate(init, "assured", pgid, &steps).await;
+    println!("direct={}", await_status(exit).await);
+}
+
+/// TERM to a group whose leader dies of it while a member ignores it, then
+/// KILL. Lines: `pgid=P`, `members_started=B`, the `term_*` lines of
+/// [`escalate`], `direct=S`, `survivor_pids=P,…`, then the `kill_*` lines
+/// and `group_exists=B`.
+async fn escalate_member_survives(init: &Init) {
+    // As in `group_kill`: the background sleep ignores TERM, the job itself
+    // becomes a plain sleep that dies of it.
+    let spec = SpawnSpec::shell("trap '' TERM; sleep 30 & trap - TERM; exec sleep 31");
+    let (pgid, exit) = spawn_quiet(init, &spec);
+    println!("pgid={pgid}");
+    let started = wait_for(Duration::from_secs(5), || {
+        let members = init::procinfo::group_members(pgid.0);
+        members.len() == 2 && members.iter().all(|m| m.comm == "sleep")
+    })
+    .await;
+    println!("members_started={started}");
+    let term = [Step::new(Signal::TERM, Duration::from_millis(500))];
+    let outcome = escalate(init, "term", pgid, &term).await;
+    println!("direct={}", await_status(exit).await);
+    let pids: Vec<String> = outcome
+        .iter()
+        .flat_map(|o| &o.survived)
+        .flat_map(|s| &s.members)
+        .map(|m| m.pid.to_string())
+        .collect();
+    println!("survivor_pids={}", pids.join(","));
+    escalate(
+        init,
+        "kill",
+        pgid,
+        &[Step::new(Signal::KILL, STATUS_TIMEOUT)],
+    )
+    .await;
+    println!("group_exists={}", init::group_exists(pgid));
+}
+
+/// A job that has exited and been reaped, group empty. Lines: `direct=S`,
+/// `group_empty=B`, then the `gone_*` lines of [`escalate`].
+async fn escalate_already_gone(init: &Init) {
+    let (pgid, exit) = spawn_quiet(init, &SpawnSpec::shell("exit 3"));
+    println!("direct={}", await_status(exit).await);
+    println!(
+        "group_empty={}",
+        init.wait_group_empty(pgid, STATUS_TIMEOUT).await
+    );
+    let steps = [
+        Step::new(Signal::TERM, STATUS_TIMEOUT),
+        Step::new(Signal::KILL, STATUS_TIMEOUT),
+    ];
+    escalate(init, "gone", pgid, &steps).await;
+}
+
+/// A zero wait: TERM to a TERM-ignoring group, then KILL with a zero wait,
+/// then a wait for death. Lines: `started=B`, the `term0_*` lines of
+/// [`escalate`], `kill0_*`, then `direct=S` and the `after_*` lines of a
+/// last escalation (a zero-wait SIGKILL to the dead group).
+async fn escalate_timeout_0(init: &Init) {
+    let (pgid, exit) = spawn_term_ignoring(init).await;
+    escalate(
+        init,
+        "term0",
+        pgid,
+        &[Step::new(Signal::TERM, Duration::ZERO)],
+    )
+    .await;
+    escalate(
+        init,
+        "kill0",
+        pgid,
+        &[Step::new(Signal::KILL, Duration::ZERO)],
+    )
+    .await;
+    println!("direct={}", await_status(exit).await);
+    wait_for(STATUS_TIMEOUT, || !init::group_exists(pgid)).await;
+    escalate(
+        init,
+        "after",
+        pgid,
+        &[Step::new(Signal::KILL, Duration::ZERO)],
+    )
+    .await;
+}
+
+/// An escalation dropped mid-wait (as `tokio::select!` against a cancel
+/// does), then a fresh one. Lines: `started=B`, `dropped=B` (the first did
+/// not finish within 300 ms), the `kill_*` lines of [`escalate`], `direct=S`,
+/// `next=S` (a later job's status still arrives).
+async fn escalate_dropped(init: &Init) {
+    let (pgid, exit) = spawn_term_ignoring(init).await;
+    let steps = [Step::new(Signal::TERM, STATUS_TIMEOUT)];
+    let first = tokio::time::timeout(
+        Duration::from_millis(300),
+        init.escalate(pgid, &steps, |_| {}),
+    )
+    .await;
+    println!("dropped={}", first.is_err());
+    escalate(
+        init,
+        "kill",
+        pgid,
+        &[Step::new(Signal::KILL, STATUS_TIMEOUT)],
+    )
+    .await;
+    println!("direct={}", await_status(exit).await);
+    let (_, next) = spawn_quiet(init, &SpawnSpec::shell("exit 4"));
+    println!("next={}", await_status(next).await);
+}
+
+/// Args: none. `Init::shutdown` (not PID 1) over three groups: two ignore
+/// TERM, one dies of it, with a 500 ms grace. Lines: `started=B` (twice),
+/// `shutdown_ms=N`, `groups=N`, `survived_term=comm,…`, `survived_kill=N`,
+/// `direct=S` per job in order. `ignoring=P,P` names the two TERM-ignoring
+/// groups.
+async fn shutdown_groups(init: &Init) {
+    let a = spawn_term_ignoring(init).await;
+    let b = spawn_term_ignoring(init).await;
+    let c = spawn_quiet(init, &SpawnSpec::shell("exec sleep 30"));
+    println!("ignoring={},{}", a.0, b.0);
+    let started = Instant::now();
+    let report = init
+        .shutdown([a.0, b.0, c.0], Duration::from_millis(500))
+        .await;
+    println!("shutdown_ms={}", started.elapsed().as_millis());
+    println!("groups={}", report.groups);
+    let term: Vec<String> = report
+        .survived_term
+        .iter()
+        .map(|s| format!("{}:{}", s.pid, s.comm))
+        .collect();
+    println!("survived_term={}", term.join(","));
+    println!("survived_kill={}", report.survived_kill.len());
+    for (_, exit) in [a, b, c] {
+        println!("direct={}", await_status(exit).await);
+    }
 }
 
 /// Polls `cond` every 10 ms until it holds or `timeout` passes. Only for
