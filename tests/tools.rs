@@ -588,7 +588,7 @@ fn every_tool_error_text_of_the_spec_is_exact() {
     // Every bad capture policy or stream spec: `invalid arguments: <detail containing "invalid">`.
     let bad_specs = [
         ("output", json!({"job_id": id, "stdout": "everything"})),
-        ("output", json!({"job_id": id, "stderr": {"tail": -1}})),
+        ("output", json!({"job_id": id, "stderr": {"tail": 1.5}})),
         ("output", json!({"job_id": id, "stdout": {"from": "start"}})),
         (
             "output",
