@@ -22,7 +22,10 @@ use super::{JobId, JobState, JobTable, Stream};
 
 /// Read size. One buffer per runtime thread, not per job: reads are
 /// synchronous (`try_read` between awaits), so a thread-local is never
-/// borrowed across a suspension point.
+/// borrowed across a suspension point. It is allocated on first use and
+/// released when the job table becomes empty ([`release_buffer`]): it is
+/// its own mapping (larger than the mmap threshold), so an idle server
+/// keeps none of the pages that a burst of output touched.
 const CHUNK: usize = 256 * 1024;
 
 /// Pipe capacity for a stream that fills its pipe. Pipes start at the kernel
@@ -39,7 +42,27 @@ const DEFAULT_PIPE: usize = 64 * 1024;
 const READS_PER_WAKE: usize = 16;
 
 thread_local! {
-    static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; CHUNK]);
+    static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's read buffer, allocating it if needed.
+fn with_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with_borrow_mut(|buf| {
+        if buf.is_empty() {
+            *buf = vec![0; CHUNK];
+        }
+        f(buf)
+    })
+}
+
+/// Frees this thread's read buffer (the table calls it when it becomes
+/// empty). A buffer in use is left alone.
+pub fn release_buffer() {
+    BUF.with(|buf| {
+        if let Ok(mut buf) = buf.try_borrow_mut() {
+            *buf = Vec::new();
+        }
+    });
 }
 
 /// The pipes and exit watch a runner owns.
@@ -60,7 +83,7 @@ enum Read {
 
 /// Reads what is available now (up to `READS_PER_WAKE` chunks).
 fn read_ready(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receiver) -> Read {
-    BUF.with_borrow_mut(|buf| {
+    with_buffer(|buf| {
         for _ in 0..READS_PER_WAKE {
             match rx.try_read(buf) {
                 Ok(0) => return Read::Eof,
@@ -96,7 +119,7 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
     let Ok(mut left) = rustix::io::ioctl_fionread(rx.as_fd()) else {
         return;
     };
-    BUF.with_borrow_mut(|buf| {
+    with_buffer(|buf| {
         while left > 0 {
             let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
             match rustix::io::read(rx.as_fd(), &mut buf[..want]) {

@@ -245,6 +245,7 @@ impl JobTable {
         }
         self.changed.notify_waiters();
         if idle {
+            super::runner::release_buffer();
             init::trim_heap();
         }
     }

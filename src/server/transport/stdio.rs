@@ -31,6 +31,12 @@ use tokio_util::sync::CancellationToken;
 use crate::protocol::line::{Line, LineSplitter};
 use crate::server::outbox::{self, Inbox, Outbox, Outgoing};
 
+/// The reader's read size and the writer's buffer. Small on purpose: both
+/// stay resident for the life of the server, a line longer than the writer's
+/// buffer is written straight through, and a long request line just takes
+/// more reads.
+const IO_BUFFER: usize = 16 * 1024;
+
 /// What the reader thread sends.
 #[derive(Debug)]
 pub enum Input {
@@ -73,7 +79,7 @@ fn spawn_reader(max_line: usize) -> std::io::Result<mpsc::Receiver<Input>> {
     thread::Builder::new().name("stdin".into()).spawn(move || {
         let mut stdin = std::io::stdin().lock();
         let mut splitter = LineSplitter::new(max_line);
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut buf = vec![0u8; IO_BUFFER];
         let mut send = |l: Line| {
             // The session may already be gone; then nobody cares.
             let _ = tx.blocking_send(Input::Line(l));
@@ -103,7 +109,7 @@ fn spawn_writer(
     thread::Builder::new()
         .name("stdout".into())
         .spawn(move || {
-            let mut out = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+            let mut out = BufWriter::with_capacity(IO_BUFFER, std::io::stdout().lock());
             let ok = 'write: loop {
                 let Some(first) = inbox.rx.blocking_recv() else {
                     break 'write out.flush().is_ok();
