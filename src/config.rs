@@ -1,7 +1,10 @@
 //! Configuration from the environment (SPEC §6).
 //!
-//! Every variable has a default; an invalid value is reported once at
-//! start-up (returned as a warning, logged by `main`) and the default is used.
+//! Every tuning variable has a default; an invalid value is reported once at
+//! start-up (returned as a warning, logged by `main`) and the default is
+//! used. Security settings (the cwd policy, redaction) are kept raw here and
+//! turned into policies by `main`, which stops the server with exit code 2
+//! when one is invalid (SPEC Part II: fail closed).
 
 use std::time::Duration;
 
@@ -22,6 +25,43 @@ pub struct Config {
     pub log_journald: bool,
     /// `MCP_EXEC_MAX_LINE_BYTES`: longest accepted request line.
     pub max_line_bytes: usize,
+    /// `MCP_EXEC_JOB_TIMEOUT`: default job deadline (`None` = none).
+    pub job_timeout: Option<Duration>,
+    /// `MCP_EXEC_YIELD_AFTER`: a blocking `execute` returns a running job
+    /// after this (`None` = never).
+    pub yield_after: Option<Duration>,
+    /// `MCP_EXEC_MAX_RUNNING`: jobs running at once.
+    pub max_running: usize,
+    /// `MCP_EXEC_MAX_QUEUED`: jobs waiting to start.
+    pub max_queued: usize,
+    /// `MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT`: largest per-job `max_output_bytes`.
+    pub max_output_bytes_limit: usize,
+    /// `MCP_EXEC_BREAKER_FAILURES`: consecutive resource failures that open
+    /// the breaker (0 = never).
+    pub breaker_failures: u32,
+    /// `MCP_EXEC_BREAKER_COOLDOWN`: how long an open breaker refuses jobs.
+    pub breaker_cooldown: Duration,
+    /// `MCP_EXEC_ALLOWED_CWDS`, raw.
+    pub allowed_cwds: Option<String>,
+    /// `MCP_EXEC_DEFAULT_CWD`, raw.
+    pub default_cwd: Option<String>,
+    /// `MCP_EXEC_REDACT`, raw.
+    pub redact: Option<String>,
+    /// `MCP_EXEC_REDACT_PATTERNS_FILE`, raw.
+    pub redact_patterns_file: Option<String>,
+}
+
+/// Descriptors kept for the server itself when the default
+/// `MCP_EXEC_MAX_RUNNING` is derived from the descriptor limit.
+const RESERVED_FDS: u64 = 64;
+/// Each running job holds three pipe ends (SPEC §12.8).
+const FDS_PER_JOB: u64 = 3;
+
+/// The default `MCP_EXEC_MAX_RUNNING` for a soft `RLIMIT_NOFILE` of
+/// `soft_nofile`: as many jobs as its descriptors allow after a reserve.
+pub fn max_running_for(soft_nofile: u64) -> usize {
+    let jobs = soft_nofile.saturating_sub(RESERVED_FDS) / FDS_PER_JOB;
+    usize::try_from(jobs.max(1)).unwrap_or(usize::MAX)
 }
 
 impl Default for Config {
@@ -34,12 +74,23 @@ impl Default for Config {
             log: "info".into(),
             log_journald: false,
             max_line_bytes: 64 << 20,
+            job_timeout: None,
+            yield_after: Some(Duration::from_secs(50)),
+            max_running: max_running_for(1024),
+            max_queued: 1000,
+            max_output_bytes_limit: 64 << 20,
+            breaker_failures: 20,
+            breaker_cooldown: Duration::from_secs(10),
+            allowed_cwds: None,
+            default_cwd: None,
+            redact: None,
+            redact_patterns_file: None,
         }
     }
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 7] = [
+pub const VARIABLES: [(&str, &str, &str); 18] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -58,7 +109,7 @@ pub const VARIABLES: [(&str, &str, &str); 7] = [
     (
         "MCP_EXEC_SHUTDOWN_GRACE",
         "3",
-        "seconds between TERM and KILL at shutdown",
+        "seconds between TERM and KILL at shutdown and deadlines",
     ),
     (
         "MCP_EXEC_LOG",
@@ -75,13 +126,70 @@ pub const VARIABLES: [(&str, &str, &str); 7] = [
         "67108864",
         "longest accepted request line",
     ),
+    (
+        "MCP_EXEC_JOB_TIMEOUT",
+        "0",
+        "default job deadline, seconds (0 = none)",
+    ),
+    (
+        "MCP_EXEC_YIELD_AFTER",
+        "50",
+        "a blocking execute returns a running job after this (0 = never)",
+    ),
+    (
+        "MCP_EXEC_MAX_RUNNING",
+        "from nofile",
+        "jobs running at once (default: soft RLIMIT_NOFILE - 64, / 3)",
+    ),
+    ("MCP_EXEC_MAX_QUEUED", "1000", "jobs waiting to start"),
+    (
+        "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
+        "67108864",
+        "largest per-job max_output_bytes",
+    ),
+    (
+        "MCP_EXEC_BREAKER_FAILURES",
+        "20",
+        "consecutive spawn failures for lack of resources that refuse new jobs",
+    ),
+    (
+        "MCP_EXEC_BREAKER_COOLDOWN",
+        "10",
+        "seconds an open breaker refuses new jobs",
+    ),
+    (
+        "MCP_EXEC_ALLOWED_CWDS",
+        "unset",
+        "colon-separated directories jobs may start in (unset = anywhere)",
+    ),
+    (
+        "MCP_EXEC_DEFAULT_CWD",
+        "own cwd",
+        "where jobs start when no cwd is given",
+    ),
+    (
+        "MCP_EXEC_REDACT",
+        "off",
+        "builtin: mask well-known secret shapes in returned output",
+    ),
+    (
+        "MCP_EXEC_REDACT_PATTERNS_FILE",
+        "unset",
+        "more redaction patterns, one regular expression per line",
+    ),
 ];
 
 impl Config {
     /// Reads the configuration through `get` (normally `std::env::var`),
     /// returning it with one warning per invalid value.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> (Config, Vec<String>) {
-        let mut c = Config::default();
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        soft_nofile: u64,
+    ) -> (Config, Vec<String>) {
+        let mut c = Config {
+            max_running: max_running_for(soft_nofile),
+            ..Config::default()
+        };
         let mut warnings = Vec::new();
         let mut seconds = |name: &str, slot: &mut Duration, allow_zero: bool| {
             if let Some(raw) = get(name) {
@@ -115,6 +223,50 @@ impl Config {
         };
         bytes("MCP_EXEC_MAX_OUTPUT_BYTES", &mut c.max_output_bytes);
         bytes("MCP_EXEC_MAX_LINE_BYTES", &mut c.max_line_bytes);
+        bytes(
+            "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
+            &mut c.max_output_bytes_limit,
+        );
+        bytes("MCP_EXEC_MAX_RUNNING", &mut c.max_running);
+        let mut count = |name: &str, slot: &mut usize| {
+            if let Some(raw) = get(name) {
+                match raw.trim().parse::<usize>() {
+                    Ok(v) => *slot = v,
+                    _ => warnings.push(format!(
+                        "{name}={raw:?} is not a valid count; using the default {slot}"
+                    )),
+                }
+            }
+        };
+        count("MCP_EXEC_MAX_QUEUED", &mut c.max_queued);
+        let mut failures = usize::try_from(c.breaker_failures).unwrap_or(usize::MAX);
+        count("MCP_EXEC_BREAKER_FAILURES", &mut failures);
+        c.breaker_failures = u32::try_from(failures).unwrap_or(u32::MAX);
+        let mut optional = |name: &str, slot: &mut Option<Duration>| {
+            let mut d = slot.unwrap_or(Duration::ZERO);
+            if let Some(raw) = get(name) {
+                match raw.trim().parse::<f64>() {
+                    Ok(v) if (0.0..1e9).contains(&v) => {
+                        d = Duration::from_secs_f64(v);
+                    }
+                    _ => warnings.push(format!(
+                        "{name}={raw:?} is not a valid number of seconds; using the default {}",
+                        d.as_secs_f64()
+                    )),
+                }
+            }
+            *slot = (!d.is_zero()).then_some(d);
+        };
+        optional("MCP_EXEC_JOB_TIMEOUT", &mut c.job_timeout);
+        optional("MCP_EXEC_YIELD_AFTER", &mut c.yield_after);
+        let mut cooldown = Some(c.breaker_cooldown);
+        optional("MCP_EXEC_BREAKER_COOLDOWN", &mut cooldown);
+        c.breaker_cooldown = cooldown.unwrap_or(Duration::ZERO);
+        let raw = |name: &str| get(name).filter(|v| !v.is_empty());
+        c.allowed_cwds = raw("MCP_EXEC_ALLOWED_CWDS");
+        c.default_cwd = raw("MCP_EXEC_DEFAULT_CWD");
+        c.redact = raw("MCP_EXEC_REDACT");
+        c.redact_patterns_file = raw("MCP_EXEC_REDACT_PATTERNS_FILE");
         if let Some(raw) = get("MCP_EXEC_LOG").filter(|s| !s.trim().is_empty()) {
             c.log = raw;
         }
@@ -129,16 +281,40 @@ mod tests {
 
     #[test]
     fn invalid_values_warn_and_keep_the_default() {
-        let (c, w) = Config::from_lookup(|k| match k {
-            "MCP_EXEC_DEFAULT_TIMEOUT" => Some("soon".into()),
-            "MCP_EXEC_MAX_OUTPUT_BYTES" => Some("-5".into()),
-            "MCP_EXEC_SHUTDOWN_GRACE" => Some("0.5".into()),
-            _ => None,
-        });
+        let (c, w) = Config::from_lookup(
+            |k| match k {
+                "MCP_EXEC_DEFAULT_TIMEOUT" => Some("soon".into()),
+                "MCP_EXEC_MAX_OUTPUT_BYTES" => Some("-5".into()),
+                "MCP_EXEC_SHUTDOWN_GRACE" => Some("0.5".into()),
+                _ => None,
+            },
+            1024,
+        );
         assert_eq!(c.default_timeout, Duration::from_secs(30));
         assert_eq!(c.max_output_bytes, 1 << 20);
         assert_eq!(c.shutdown_grace, Duration::from_millis(500));
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("MCP_EXEC_DEFAULT_TIMEOUT"));
+    }
+
+    #[test]
+    fn the_default_concurrency_follows_the_descriptor_limit_and_zero_means_never() {
+        assert_eq!(max_running_for(1024), 320);
+        assert_eq!(max_running_for(20_000), 6645);
+        assert_eq!(max_running_for(10), 1);
+        let (c, w) = Config::from_lookup(
+            |k| match k {
+                "MCP_EXEC_YIELD_AFTER" => Some("0".into()),
+                "MCP_EXEC_JOB_TIMEOUT" => Some("2.5".into()),
+                "MCP_EXEC_MAX_QUEUED" => Some("many".into()),
+                _ => None,
+            },
+            20_000,
+        );
+        assert_eq!(c.yield_after, None);
+        assert_eq!(c.job_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(c.max_queued, 1000);
+        assert_eq!(c.max_running, 6645);
+        assert_eq!(w.len(), 1, "{w:?}");
     }
 }

@@ -38,7 +38,17 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let (config, warnings) = Config::from_lookup(|k| std::env::var(k).ok());
+    let soft_nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let (config, mut warnings) = Config::from_lookup(|k| std::env::var(k).ok(), soft_nofile);
+    if std::env::var_os("MCP_EXEC_MAX_RUNNING").is_none() && config.max_running < 256 {
+        warnings.push(format!(
+            "the descriptor limit (soft RLIMIT_NOFILE {soft_nofile}) allows only {} jobs at once; \
+             raise it (e.g. podman/docker run --ulimit nofile=65536:65536) or set MCP_EXEC_MAX_RUNNING",
+            config.max_running
+        ));
+    }
     let _log_guard = logging::init(&config);
     for w in boot.warnings.iter().chain(&warnings) {
         tracing::warn!("{w}");
@@ -67,8 +77,15 @@ fn run(boot: init::Boot, config: Config) -> std::io::Result<()> {
             pid1,
             "mcp-exec started"
         );
+        let settings = jobs::Settings {
+            grace: config.shutdown_grace,
+            max_running: config.max_running,
+            max_queued: config.max_queued,
+            breaker_failures: config.breaker_failures,
+            breaker_cooldown: config.breaker_cooldown,
+        };
         let app = Arc::new(tools::App {
-            jobs: jobs::Jobs::new(init, config.max_output_bytes, config.shutdown_grace),
+            jobs: jobs::Jobs::new(init, &settings),
             config,
         });
         let reason = server::run(app, events).await?;

@@ -25,11 +25,13 @@
 //!   above, in order. After the script, stdin is closed; whatever the
 //!   server still writes before it exits follows at the end.
 //!
-//! `<` lines are compared exactly, after one normalisation: the crate
+//! `<` lines are compared exactly, after two normalisations: the crate
 //! version in `serverInfo` is written `CARGO_PKG_VERSION`, so a version
-//! bump does not touch the transcripts. Nothing else in them may vary:
-//! job ids count from `job-1` per server process, and the script avoids
-//! pids, timings and progress notifications. The server runs as the bare
+//! bump does not touch the transcripts; and the values of the timing
+//! fields of Part II results (`started_at`, `duration_ms`, `queued_ms`,
+//! plain or inside the escaped text block) are written `T`. Nothing else in
+//! them may vary: job ids count from `job-1` per server process, and the
+//! script avoids pids and progress notifications. The server runs as the bare
 //! binary with `SHELL=/bin/sh` and no `MCP_EXEC_*` variable (all settings
 //! at their defaults); the format does not depend on the target.
 //!
@@ -65,10 +67,37 @@ fn normalise(line: &str) -> String {
         r#""serverInfo":{{"name":"mcp-exec","version":"{}"}}"#,
         env!("CARGO_PKG_VERSION")
     );
-    line.replace(
+    let mut line = line.replace(
         &version,
         r#""serverInfo":{"name":"mcp-exec","version":"CARGO_PKG_VERSION"}"#,
-    )
+    );
+    for field in ["started_at", "duration_ms", "queued_ms"] {
+        for quote in ["\"", "\\\""] {
+            line = mask_value(&line, &format!("{quote}{field}{quote}:"), quote);
+        }
+    }
+    line
+}
+
+/// Replaces the value after every `key` (a number, or a string quoted with
+/// `quote`) by `T`.
+fn mask_value(line: &str, key: &str, quote: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(key) {
+        let (head, tail) = rest.split_at(at + key.len());
+        out.push_str(head);
+        let end = if let Some(quoted) = tail.strip_prefix(quote) {
+            quote.len() + quoted.find(quote).map_or(quoted.len(), |i| i + quote.len())
+        } else {
+            tail.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(tail.len())
+        };
+        out.push('T');
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A running transcript: the server, and the lines written so far.

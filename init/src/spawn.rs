@@ -137,6 +137,8 @@ pub enum SpawnError {
         program: String,
         /// Lower-case errno text.
         reason: String,
+        /// The errno, when the kernel gave one.
+        errno: Option<i32>,
     },
     /// Creating a pipe failed (descriptor limit).
     #[error("creating pipes: {0}")]
@@ -144,6 +146,21 @@ pub enum SpawnError {
     /// A string that must go to the kernel contains a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
+}
+
+impl SpawnError {
+    /// Whether the spawn failed for lack of resources (processes, memory,
+    /// descriptors: `EAGAIN`, `ENOMEM`, `EMFILE`, `ENFILE`), as opposed to
+    /// a problem of the job itself (a missing program or directory).
+    pub fn lacks_resources(&self) -> bool {
+        let errno = match self {
+            SpawnError::Exec { errno, .. } => *errno,
+            SpawnError::Pipe(e) => e.raw_os_error(),
+            SpawnError::Chdir { .. } | SpawnError::Nul(_) => None,
+        };
+        use nix::libc::{EAGAIN, EMFILE, ENFILE, ENOMEM};
+        matches!(errno, Some(EAGAIN | ENOMEM | EMFILE | ENFILE))
+    }
 }
 
 /// The text of an errno in the style of Go's `syscall.Errno.Error()`.
@@ -232,6 +249,7 @@ impl Init {
                 return Err(SpawnError::Exec {
                     program: String::new(),
                     reason: "empty argv".into(),
+                    errno: None,
                 });
             }
         };
@@ -284,6 +302,7 @@ impl Init {
         let pid = crate::sys::posix_spawnp(&args).map_err(|e| SpawnError::Exec {
             program: program_name,
             reason: errno_text(&e),
+            errno: e.raw_os_error(),
         })?;
         let (tx, rx) = oneshot::channel();
         registry.insert(pid, tx);

@@ -95,6 +95,14 @@ impl Window {
         self.total - self.buf.len() as u64
     }
 
+    /// The retained bytes from absolute offset `from` (or from the oldest
+    /// retained byte, if `from` was dropped) to the end, with the offset of
+    /// the first one.
+    pub fn retained_from(&self, from: u64) -> (u64, Vec<u8>) {
+        let start = from.clamp(self.oldest(), self.total);
+        (start, self.copy(start, self.total))
+    }
+
     /// Makes room for `needed` bytes, doubling as `Vec` would but never past `max`, so a
     /// full window costs `max` bytes and not the next power of two above it.
     fn grow_for(&mut self, needed: usize) {

@@ -1,31 +1,45 @@
-//! The wire shapes of a job (SPEC §4.1, §4.4), as typed structs.
+//! The wire shapes of a job (SPEC §4.1, §4.4, §12), as typed structs.
 //!
-//! Field order is the declaration order: `job_id`, `state`, `exit_code`,
-//! `signal`, `signal_number`, `start_error`, `stdout`, `stderr`.
+//! Field order is the declaration order: `job_id`, `state`, `queued_for`,
+//! `label`, `exit_code`, `signal`, `signal_number`, `start_error`,
+//! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `stdout`,
+//! `stderr`.
+//! - `state`: `queued` (waiting for capacity; shown as `running` to
+//!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended by
+//!   the server) or `error`.
 //! - `exit_code`: only when terminal; `-1` for death by signal, a start
-//!   error, or a lost status.
+//!   error, or a lost status (which is logged where it happens).
 //! - `signal`: the description (`"terminated"`), only on death by signal,
 //!   with `signal_number` beside it.
-//! - `start_error`: only when the job could not start.
+//! - `start_error`: only when the job could not start (or was cancelled
+//!   before it started).
 //! - `stdout`/`stderr`: slices (SPEC §5.1), only when captured.
-//!
-//! A lost status (the reaper stopped before reporting the child) shows as
-//! `state:"error", exit_code:-1` in every revision, never as an exit code of
-//! its own; it is logged where it happens.
+//! - Part II fields, from revision 2025-03-26 on and only when they apply:
+//!   `queued_for` (`"capacity"`), `label`, `timed_out` + `cause` (a job the
+//!   server ended at a deadline), `started_at` (RFC 3339, UTC, ms) and
+//!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited).
+//!   A 2024-11-05 session sees exactly the reference shapes.
 
 use serde::Serialize;
 
-use super::state::{JobId, JobState};
-use super::table::Job;
-use crate::capture::{CapturePolicy, Slice, StreamSpec, Window};
+use super::state::{Cause, JobId, JobState, Phase};
+use super::table::{Job, Listed};
+use crate::capture::{Slice, StreamSpec};
+use crate::protocol::version::Revision;
 
-/// `{job_id, state, exit_code?, signal?, signal_number?, start_error?}`.
+/// `{job_id, state, queued_for?, label?, exit_code?, signal?, signal_number?, start_error?}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     /// `job-N`.
     pub job_id: JobId,
-    /// `running`, `success` or `error`.
+    /// `queued`, `running`, `success` or `error`.
     pub state: &'static str,
+    /// Why a queued job waits (`capacity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued_for: Option<&'static str>,
+    /// The job's label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Only when terminal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -41,45 +55,86 @@ pub struct Status {
 }
 
 impl Status {
-    /// The status of job `id` in `state`.
-    pub fn of(id: JobId, state: &JobState) -> Status {
+    /// The status of job `id` in `phase`, as a session of `revision` sees it.
+    pub fn new(
+        id: JobId,
+        phase: &Phase,
+        cause: Option<Cause>,
+        label: Option<&str>,
+        revision: Revision,
+    ) -> Status {
+        let part_two = revision.has_part_two();
+        let state = match phase {
+            Phase::Queued if !part_two => "running",
+            p if p.is_terminal() && cause.is_some() => "error",
+            p => p.name(),
+        };
         let mut s = Status {
             job_id: id,
-            state: state.name(),
+            state,
+            queued_for: (part_two && *phase == Phase::Queued).then_some("capacity"),
+            label: label.filter(|_| part_two).map(str::to_owned),
             exit_code: None,
             signal: None,
             signal_number: None,
             start_error: None,
         };
-        match state {
-            JobState::Running => {}
-            JobState::Exited { code } => s.exit_code = Some(*code),
-            JobState::Signaled { signal } => {
+        match phase {
+            Phase::Queued | Phase::Running => {}
+            Phase::Exited(code) => s.exit_code = Some(*code),
+            Phase::Signaled(signal) => {
                 s.exit_code = Some(-1);
                 s.signal = Some(signal.description());
                 s.signal_number = Some(signal.as_raw());
             }
-            JobState::FailedToStart { error } => {
+            Phase::NotStarted(error) => {
                 s.exit_code = Some(-1);
                 s.start_error = Some(error.clone());
             }
-            JobState::Lost => s.exit_code = Some(-1),
+            Phase::Lost => s.exit_code = Some(-1),
         }
         s
     }
 
-    /// `{job_id, state:"running"}`.
-    pub fn running(id: JobId) -> Status {
-        Status::of(id, &JobState::Running)
+    /// The status of a job in the table.
+    pub fn of(job: &Job, revision: Revision) -> Status {
+        Status::new(
+            job.id,
+            &job.phase(),
+            job.cause,
+            job.label.as_deref(),
+            revision,
+        )
+    }
+
+    /// The status of a listed job.
+    pub fn listed(l: &Listed, revision: Revision) -> Status {
+        Status::new(l.id, &l.phase, None, l.label.as_deref(), revision)
     }
 }
 
-/// A status with the slices asked for.
+/// A status with the Part II fields of a terminal job and the slices asked
+/// for.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobResult {
     /// The status fields.
     #[serde(flatten)]
     pub status: Status,
+    /// The server ended the job at a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<bool>,
+    /// Why the server ended it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<&'static str>,
+    /// When it started (RFC 3339, UTC, milliseconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// How long it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// How long it waited for capacity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<u64>,
     /// stdout, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdout: Option<Slice>,
@@ -89,31 +144,47 @@ pub struct JobResult {
 }
 
 impl JobResult {
-    /// Status plus the slices asked for (a `none` spec omits its stream).
-    pub fn with_streams(job: &Job, stdout: &StreamSpec, stderr: &StreamSpec) -> JobResult {
-        JobResult {
-            status: Status::of(job.id, &job.state),
+    /// Status (plus timing and cause once terminal) and the slices asked for
+    /// (a `none` spec omits its stream).
+    pub fn with_streams(
+        job: &Job,
+        stdout: &StreamSpec,
+        stderr: &StreamSpec,
+        revision: Revision,
+    ) -> JobResult {
+        let mut r = JobResult {
+            status: Status::of(job, revision),
+            timed_out: None,
+            cause: None,
+            started_at: None,
+            duration_ms: None,
+            queued_ms: None,
             stdout: job.stdout.slice(stdout),
             stderr: job.stderr.slice(stderr),
+        };
+        if revision.has_part_two() && job.state.is_terminal() {
+            if let Some(cause) = job.cause {
+                r.timed_out = Some(true);
+                r.cause = Some(cause.name());
+            }
+            if let JobState::Started { ran, .. } = &job.state {
+                r.started_at = Some(humantime::format_rfc3339_millis(ran.wall).to_string());
+                r.duration_ms = ran.until.map(|until| millis(until - ran.since));
+                r.queued_ms = job.queued_at.map(|q| millis(ran.since - q));
+            }
         }
+        r
     }
 
     /// The terminal result as delivered by `execute`, `wait` and `kill`:
     /// status plus the streams of the job's capture policy for its outcome.
-    pub fn delivered(job: &Job) -> JobResult {
-        let side = job.capture.side(job.state.is_success());
-        JobResult::with_streams(job, &side.stdout, &side.stderr)
+    pub fn delivered(job: &Job, revision: Revision) -> JobResult {
+        let success = job.phase().is_success() && job.cause.is_none();
+        let side = job.capture.side(success);
+        JobResult::with_streams(job, &side.stdout, &side.stderr, revision)
     }
+}
 
-    /// The result of a job that could not start: an `error` with its
-    /// `start_error`, and the (empty) streams its `on_error` policy names.
-    pub fn start_failed(id: JobId, error: String, capture: &CapturePolicy) -> JobResult {
-        let side = capture.side(false);
-        let empty = Window::new(0);
-        JobResult {
-            status: Status::of(id, &JobState::FailedToStart { error }),
-            stdout: empty.slice(&side.stdout),
-            stderr: empty.slice(&side.stderr),
-        }
-    }
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

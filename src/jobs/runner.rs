@@ -18,7 +18,12 @@ use init::{ExitStatus, ExitWatch};
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
-use super::{JobId, JobState, JobTable, Stream};
+use std::time::Duration;
+
+use init::Pid;
+use tokio::time::Instant;
+
+use super::{Cause, JobId, JobTable, Outcome, Shared, Stream, sleep_until_opt};
 
 /// Read size. One buffer per runtime thread, not per job: reads are
 /// synchronous (`try_read` between awaits), so a thread-local is never
@@ -137,44 +142,79 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
     });
 }
 
+/// The deadlines a runner enforces (SPEC §12.1, §12.9).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// When the job is ended as timed out.
+    pub deadline: Option<Instant>,
+    /// End the job when it writes nothing for this long.
+    pub idle: Option<Duration>,
+}
+
 /// Runs until both pipes hit EOF after the child exited, or the job is
-/// removed from the table.
-pub async fn run(table: Arc<JobTable>, id: JobId, io: Io, removed: CancellationToken) {
+/// removed from the table. Enforces the job's deadlines while the child
+/// runs: at either one the job is marked with its cause and its group is
+/// ended (TERM, grace, KILL) in a task of its own, while this one keeps
+/// reading until the child is reaped.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    id: JobId,
+    pgid: Pid,
+    io: Io,
+    removed: CancellationToken,
+    limits: Limits,
+) {
     let Io {
         stdout,
         stderr,
         mut exit,
     } = io;
+    let table = &shared.table;
     let mut out = Some(stdout);
     let mut err = Some(stderr);
     let mut exited = false;
+    let mut expired = false;
+    let mut last_output = Instant::now();
     loop {
+        let idle_deadline = limits.idle.map(|idle| last_output + idle);
         tokio::select! {
             () = removed.cancelled() => return,
             status = &mut exit, if !exited => {
                 exited = true;
                 for (stream, rx) in [(Stream::Stdout, &out), (Stream::Stderr, &err)] {
                     if let Some(rx) = rx {
-                        drain_present(&table, id, stream, rx);
+                        drain_present(table, id, stream, rx);
                     }
                 }
-                let state = match status {
-                    Ok(ExitStatus::Exited(code)) => JobState::Exited { code },
-                    Ok(ExitStatus::Signaled(signal)) => JobState::Signaled { signal },
+                let end = match status {
+                    Ok(ExitStatus::Exited(code)) => Outcome::Exited(code),
+                    Ok(ExitStatus::Signaled(signal)) => Outcome::Signaled(signal),
                     Err(e) => {
                         tracing::error!(job = %id, error = %e, "exit status lost");
-                        JobState::Lost
+                        Outcome::Lost
                     }
                 };
-                table.set_terminal(id, state);
+                if table.set_terminal(id, end) {
+                    shared.admit_next();
+                }
+            }
+            () = sleep_until_opt(limits.deadline), if !exited && !expired => {
+                expired = true;
+                shared.expire(id, pgid, Cause::Timeout);
+            }
+            () = sleep_until_opt(idle_deadline), if !exited && !expired => {
+                expired = true;
+                shared.expire(id, pgid, Cause::IdleTimeout);
             }
             ready = readable(out.as_ref()), if out.is_some() => {
-                if !on_readable(&table, id, Stream::Stdout, &mut out, ready) {
+                last_output = Instant::now();
+                if !on_readable(table, id, Stream::Stdout, &mut out, ready) {
                     return;
                 }
             }
             ready = readable(err.as_ref()), if err.is_some() => {
-                if !on_readable(&table, id, Stream::Stderr, &mut err, ready) {
+                last_output = Instant::now();
+                if !on_readable(table, id, Stream::Stderr, &mut err, ready) {
                     return;
                 }
             }

@@ -1,13 +1,21 @@
 //! What a job is: its id and the states of its life.
 //!
-//! A state carries exactly what that state has; there are no parallel
-//! `Option` fields to keep consistent. The process group of a job lives on
-//! the job (`Job::pgid`), not in its state: it outlives the direct child
-//! (backgrounded members keep the group alive after the child is reaped).
+//! Each state carries exactly what that state has: a queued job holds what
+//! it needs to start and has no process; a started job has its process
+//! group and its timing; a job that never started has only the reason. There
+//! are no parallel `Option` fields to keep consistent.
+//!
+//! ```text
+//!   Queued ──admitted──▶ Started{Running} ──reaped──▶ Started{Exited|Signaled|Lost}
+//!     │                      (spawn failed)
+//!     └──killed / failed──▶ NotStarted
+//! ```
 
 use std::fmt;
+use std::time::SystemTime;
 
-use init::Signal;
+use init::{Pid, Signal, SpawnSpec};
+use tokio::time::Instant;
 
 /// A job's id, shown as `job-N`: N counts from 1 per server process and is
 /// never reused.
@@ -37,51 +45,160 @@ impl serde::Serialize for JobId {
     }
 }
 
-/// Where a job is in its life.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum JobState {
-    /// The direct child has not been reaped yet (or the output it wrote
-    /// before exiting has not been read yet, SPEC §5.3).
+/// What a queued job needs to start.
+#[derive(Debug)]
+pub struct Pending {
+    /// The program, cwd and environment.
+    pub spec: SpawnSpec,
+    /// Written to stdin once it starts.
+    pub stdin: Option<Vec<u8>>,
+    /// Close stdin after writing.
+    pub close_stdin: bool,
+    /// Its deadline, counted from when it starts (SPEC §12.1).
+    pub timeout: Option<std::time::Duration>,
+    /// End it when it writes nothing for this long (SPEC §12.9).
+    pub idle_timeout: Option<std::time::Duration>,
+}
+
+/// How a started job's direct child is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not reaped yet (or the output it wrote before exiting not read yet,
+    /// SPEC §5.3).
     Running,
-    /// The direct child exited with this code.
-    Exited {
-        /// The exit code.
-        code: i32,
-    },
-    /// A signal killed the direct child.
-    Signaled {
-        /// The signal.
-        signal: Signal,
-    },
-    /// The job never started (it never enters the table: a start failure is
-    /// delivered at once).
-    FailedToStart {
-        /// Why (`chdir /x: no such file or directory`).
-        error: String,
-    },
-    /// The child is gone but its status could not be learnt (the reaper
-    /// stopped). Never reported as an exit code of its own.
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(Signal),
+    /// It is gone but its status could not be learnt (the reaper stopped).
+    /// Never reported as an exit code of its own.
     Lost,
 }
 
+/// When a started job ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ran {
+    /// When it started (monotonic).
+    pub since: Instant,
+    /// When it started (wall clock, for `started_at`).
+    pub wall: SystemTime,
+    /// When its direct child was reaped.
+    pub until: Option<Instant>,
+}
+
+/// Where a job is in its life.
+#[derive(Debug)]
+pub enum JobState {
+    /// Waiting for capacity (SPEC §12.3). `None` once an admission took the
+    /// pending start out (the spawn is in progress).
+    Queued(Option<Box<Pending>>),
+    /// It has a process group.
+    Started {
+        /// The direct child's pid, which is also its process group id.
+        pgid: Pid,
+        /// Its timing.
+        ran: Ran,
+        /// How the direct child is doing.
+        outcome: Outcome,
+    },
+    /// It never ran: the spawn failed, or it was cancelled while queued.
+    NotStarted {
+        /// Why (`chdir /x: no such file or directory`, `cancelled before start`).
+        error: String,
+    },
+}
+
+/// What a job's state looks like from outside: a copy without the pending
+/// start, for rendering after the table lock is gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for capacity.
+    Queued,
+    /// Running.
+    Running,
+    /// Ended: the direct child exited with this code.
+    Exited(i32),
+    /// Ended: a signal killed the direct child.
+    Signaled(Signal),
+    /// Ended, status lost.
+    Lost,
+    /// Never ran.
+    NotStarted(String),
+}
+
 impl JobState {
-    /// Whether the job is over.
-    pub fn is_terminal(&self) -> bool {
-        !matches!(self, JobState::Running)
+    /// The outside view.
+    pub fn phase(&self) -> Phase {
+        match self {
+            JobState::Queued(_) => Phase::Queued,
+            JobState::Started { outcome, .. } => match *outcome {
+                Outcome::Running => Phase::Running,
+                Outcome::Exited(code) => Phase::Exited(code),
+                Outcome::Signaled(signal) => Phase::Signaled(signal),
+                Outcome::Lost => Phase::Lost,
+            },
+            JobState::NotStarted { error } => Phase::NotStarted(error.clone()),
+        }
     }
 
-    /// The wire name: `running`, `success` or `error`.
+    /// The process group, once started.
+    pub fn pgid(&self) -> Option<Pid> {
+        match self {
+            JobState::Started { pgid, .. } => Some(*pgid),
+            _ => None,
+        }
+    }
+
+    /// Whether the job is over.
+    pub fn is_terminal(&self) -> bool {
+        self.phase().is_terminal()
+    }
+
+    /// Whether it waits for capacity.
+    pub fn is_queued(&self) -> bool {
+        matches!(self, JobState::Queued(_))
+    }
+}
+
+impl Phase {
+    /// Whether the job is over.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, Phase::Queued | Phase::Running)
+    }
+
+    /// The wire name: `queued`, `running`, `success` or `error`.
+    /// (2024-11-05 sessions show `queued` as `running`: see the renderer.)
     pub fn name(&self) -> &'static str {
         match self {
-            JobState::Running => "running",
-            JobState::Exited { code: 0 } => "success",
+            Phase::Queued => "queued",
+            Phase::Running => "running",
+            Phase::Exited(0) => "success",
             _ => "error",
         }
     }
 
-    /// Whether the terminal state counts as success (for capture policies).
+    /// Whether the job succeeded (exit code 0).
     pub fn is_success(&self) -> bool {
-        matches!(self, JobState::Exited { code: 0 })
+        matches!(self, Phase::Exited(0))
+    }
+}
+
+/// Why the server ended a job itself, when it did (SPEC §12.1, §12.9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// Its deadline (`timeout`, `MCP_EXEC_JOB_TIMEOUT`) passed.
+    Timeout,
+    /// It wrote nothing for `idle_timeout`.
+    IdleTimeout,
+}
+
+impl Cause {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Timeout => "timeout",
+            Cause::IdleTimeout => "idle_timeout",
+        }
     }
 }
 
@@ -111,10 +228,12 @@ mod tests {
 
     #[test]
     fn only_exit_code_zero_is_success_and_a_lost_status_is_an_error() {
-        assert_eq!(JobState::Exited { code: 0 }.name(), "success");
-        assert_eq!(JobState::Exited { code: 3 }.name(), "error");
-        assert_eq!(JobState::Lost.name(), "error");
-        assert!(JobState::Lost.is_terminal());
-        assert!(!JobState::Running.is_terminal());
+        assert_eq!(Phase::Exited(0).name(), "success");
+        assert_eq!(Phase::Exited(3).name(), "error");
+        assert_eq!(Phase::Lost.name(), "error");
+        assert!(Phase::Lost.is_terminal());
+        assert!(!Phase::Running.is_terminal());
+        assert!(!Phase::Queued.is_terminal());
+        assert_eq!(Phase::Queued.name(), "queued");
     }
 }

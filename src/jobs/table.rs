@@ -16,22 +16,30 @@
 //!   through [`JobTable::claim`] or [`JobTable::claim_terminal_among`], which
 //!   remove the job in the same critical section that checks it is terminal.
 //!   Whoever claims first gets it; every later claim sees the job gone.
-//! - Every state change that a waiter may care about (terminal, removed) is
-//!   followed by [`Notify::notify_waiters`]; waiters enable their `Notified`
-//!   before checking the table, so no wake-up is lost.
-use std::collections::BTreeMap;
+//! - Every state change that a waiter may care about (started, terminal,
+//!   removed) is followed by [`Notify::notify_waiters`] on `changed`, and
+//!   every output chunk by the same on `output`; waiters enable their
+//!   `Notified` before checking the table, so no wake-up is lost.
+//! - **Admission** (SPEC §12.3): every job enters as `Queued` and the FIFO
+//!   `queue` of ids; [`JobTable::admit`] takes jobs off its front while
+//!   fewer than `max_running` are running, in the same critical section that
+//!   counts them. `running` counts jobs admitted and not yet terminal (the
+//!   spawn in progress included); it drops exactly once per job, when the job
+//!   becomes terminal or leaves the table while still running.
 use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use init::Pid;
 use tokio::net::unix::pipe;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::state::{JobId, JobState, Stream};
+use super::state::{Cause, JobId, JobState, Outcome, Pending, Phase, Ran, Stream};
 use crate::capture::{CapturePolicy, Window};
 
-/// A job's stdin: `None` once closed.
+/// A job's stdin: `None` once closed (or before it started).
 pub type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
 
 /// One job.
@@ -39,10 +47,16 @@ pub type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
 pub struct Job {
     /// Its id.
     pub id: JobId,
-    /// Its process group: the direct child's pid, which is also its pgid.
-    pub pgid: Pid,
     /// Its state.
     pub state: JobState,
+    /// Its label (SPEC §12.4).
+    pub label: Option<String>,
+    /// Why the server ended it, if it did.
+    pub cause: Option<Cause>,
+    /// When it entered the queue, if it had to wait there.
+    pub queued_at: Option<Instant>,
+    /// When it last wrote output (or started).
+    pub last_output: Instant,
     /// stdout window.
     pub stdout: Window,
     /// stderr window.
@@ -55,39 +69,107 @@ pub struct Job {
     pub removed: CancellationToken,
 }
 
+impl Job {
+    /// A new queued job.
+    pub fn queued(
+        id: JobId,
+        pending: Pending,
+        capture: CapturePolicy,
+        label: Option<String>,
+        window: usize,
+    ) -> Job {
+        Job {
+            id,
+            state: JobState::Queued(Some(Box::new(pending))),
+            label,
+            cause: None,
+            queued_at: None,
+            last_output: Instant::now(),
+            stdout: Window::new(window),
+            stderr: Window::new(window),
+            capture,
+            stdin: StdinSlot::default(),
+            removed: CancellationToken::new(),
+        }
+    }
+
+    /// The outside view of its state.
+    pub fn phase(&self) -> Phase {
+        self.state.phase()
+    }
+}
+
 /// The outcome of a claim.
 #[derive(Debug)]
 pub enum Claim {
     /// The job was terminal and is now ours (removed from the table).
     Delivered(Box<Job>),
-    /// The job exists and is still running.
+    /// The job exists and is still queued or running.
     Running,
     /// No such job (never existed, or already delivered).
     Unknown,
 }
 
+/// A job admitted to start: the caller spawns it.
+#[derive(Debug)]
+pub struct Admitted {
+    /// Its id.
+    pub id: JobId,
+    /// What to start.
+    pub pending: Box<Pending>,
+}
+
+/// A listed job.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// Its id.
+    pub id: JobId,
+    /// Its state.
+    pub phase: Phase,
+    /// Its label.
+    pub label: Option<String>,
+}
+
+/// The queue is full: `(running, queued)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull {
+    /// Jobs running.
+    pub running: usize,
+    /// Jobs queued.
+    pub queued: usize,
+}
+
 struct Inner {
     next: u64,
     jobs: BTreeMap<JobId, Job>,
+    queue: VecDeque<JobId>,
+    running: usize,
 }
 
 /// The job table.
 pub struct JobTable {
     inner: Mutex<Inner>,
     changed: Notify,
-    max_output: usize,
+    output: Notify,
+    max_running: usize,
+    max_queued: usize,
 }
 
 impl JobTable {
-    /// An empty table whose windows keep `max_output` bytes per stream.
-    pub fn new(max_output: usize) -> JobTable {
+    /// An empty table that runs at most `max_running` jobs at once and
+    /// queues at most `max_queued` more.
+    pub fn new(max_running: usize, max_queued: usize) -> JobTable {
         JobTable {
             inner: Mutex::new(Inner {
                 next: 1,
                 jobs: BTreeMap::new(),
+                queue: VecDeque::new(),
+                running: 0,
             }),
             changed: Notify::new(),
-            max_output,
+            output: Notify::new(),
+            max_running: max_running.max(1),
+            max_queued,
         }
     }
 
@@ -105,21 +187,148 @@ impl JobTable {
         id
     }
 
-    /// A new window sized by the configuration.
-    pub fn window(&self) -> Window {
-        Window::new(self.max_output)
+    /// How many jobs run and wait now.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "read by the health and metrics endpoints (SPEC §11, §14)"
+        )
+    )]
+    pub fn counts(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.running, inner.queue.len())
     }
 
-    /// Adds a running job.
-    pub fn insert(&self, job: Job) {
-        self.lock().jobs.insert(job.id, job);
+    /// Adds a queued job (see [`Job::queued`]) at the back of the queue and
+    /// admits what can start now, in one critical section. A job that cannot
+    /// start at once is marked as having waited. Refused when the queue is
+    /// full and the job could not start at once.
+    pub fn submit(&self, mut job: Job) -> Result<Vec<Admitted>, QueueFull> {
+        let id = job.id;
+        let admitted = {
+            let mut inner = self.lock();
+            let starts_now = inner.queue.is_empty() && inner.running < self.max_running;
+            if !starts_now && inner.queue.len() >= self.max_queued {
+                return Err(QueueFull {
+                    running: inner.running,
+                    queued: inner.queue.len(),
+                });
+            }
+            if !starts_now {
+                job.queued_at = Some(Instant::now());
+            }
+            inner.jobs.insert(id, job);
+            inner.queue.push_back(id);
+            self.admit_locked(&mut inner)
+        };
+        self.changed.notify_waiters();
+        Ok(admitted)
+    }
+
+    /// Takes jobs off the front of the queue while there is capacity.
+    pub fn admit(&self) -> Vec<Admitted> {
+        let admitted = self.admit_locked(&mut self.lock());
+        if !admitted.is_empty() {
+            self.changed.notify_waiters();
+        }
+        admitted
+    }
+
+    fn admit_locked(&self, inner: &mut Inner) -> Vec<Admitted> {
+        let mut out = Vec::new();
+        while inner.running < self.max_running {
+            let Some(id) = inner.queue.pop_front() else {
+                break;
+            };
+            if let Some(job) = inner.jobs.get_mut(&id)
+                && let JobState::Queued(pending) = &mut job.state
+                && let Some(pending) = pending.take()
+            {
+                inner.running += 1;
+                out.push(Admitted { id, pending });
+            }
+        }
+        out
+    }
+
+    /// Records that an admitted job started. Returns `false` when the job
+    /// left the table meanwhile (the caller must not leave its process
+    /// behind).
+    pub fn started(&self, id: JobId, pgid: Pid, stdin: Option<pipe::Sender>) -> bool {
+        let found = {
+            let mut inner = self.lock();
+            match inner.jobs.get_mut(&id) {
+                Some(job) => {
+                    job.state = JobState::Started {
+                        pgid,
+                        ran: Ran {
+                            since: Instant::now(),
+                            wall: std::time::SystemTime::now(),
+                            until: None,
+                        },
+                        outcome: Outcome::Running,
+                    };
+                    job.last_output = Instant::now();
+                    if let Ok(mut slot) = job.stdin.try_lock() {
+                        *slot = stdin;
+                    }
+                    true
+                }
+                None => false,
+            }
+        };
+        self.changed.notify_waiters();
+        found
+    }
+
+    /// Records that an admitted job could not start: it is terminal and its
+    /// capacity is free again.
+    pub fn start_failed(&self, id: JobId, error: String) {
+        {
+            let mut inner = self.lock();
+            inner.running = inner.running.saturating_sub(1);
+            if let Some(job) = inner.jobs.get_mut(&id) {
+                job.state = JobState::NotStarted { error };
+            }
+        }
         self.changed.notify_waiters();
     }
 
-    /// A future that completes on the next table change. Call
-    /// `enable()` on it (pinned) *before* checking the table.
+    /// Takes a job that is still waiting in the queue out of the table, as
+    /// cancelled before start. `None` when it is not waiting (running, being
+    /// started, terminal or unknown).
+    pub fn cancel_queued(&self, id: JobId) -> Option<Job> {
+        let (job, idle) = {
+            let mut inner = self.lock();
+            let waiting = inner
+                .jobs
+                .get(&id)
+                .is_some_and(|j| matches!(j.state, JobState::Queued(Some(_))));
+            if !waiting {
+                return None;
+            }
+            inner.queue.retain(|q| *q != id);
+            let mut job = inner.jobs.remove(&id)?;
+            job.state = JobState::NotStarted {
+                error: "cancelled before start".into(),
+            };
+            (job, inner.jobs.is_empty())
+        };
+        self.after_removal([&job], idle);
+        Some(job)
+    }
+
+    /// A future that completes on the next state change (started, terminal,
+    /// removed). Call `enable()` on it (pinned) *before* checking the table.
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.changed.notified()
+    }
+
+    /// A future that completes on the next output chunk of any job. Call
+    /// `enable()` on it (pinned) *before* checking the table.
+    pub fn output_changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.output.notified()
     }
 
     /// Runs `f` on the job, if it exists.
@@ -127,34 +336,63 @@ impl JobTable {
         self.lock().jobs.get(&id).map(f)
     }
 
+    /// Records why the server is ending a job (first cause wins).
+    pub fn set_cause(&self, id: JobId, cause: Cause) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.cause.get_or_insert(cause);
+        }
+    }
+
     /// Appends output; returns `false` when the job is gone (stop reading).
     pub fn push_output(&self, id: JobId, stream: Stream, bytes: &[u8]) -> bool {
-        let mut inner = self.lock();
-        let Some(job) = inner.jobs.get_mut(&id) else {
-            return false;
-        };
-        match stream {
-            Stream::Stdout => job.stdout.push(bytes),
-            Stream::Stderr => job.stderr.push(bytes),
+        {
+            let mut inner = self.lock();
+            let Some(job) = inner.jobs.get_mut(&id) else {
+                return false;
+            };
+            match stream {
+                Stream::Stdout => job.stdout.push(bytes),
+                Stream::Stderr => job.stderr.push(bytes),
+            }
+            job.last_output = Instant::now();
         }
+        self.output.notify_waiters();
         true
     }
 
-    /// Records the terminal state and wakes waiters.
+    /// Records the direct child's end and wakes waiters; returns whether it
+    /// freed capacity (the caller then admits the next queued job).
     ///
     /// A terminal job's stdin is closed here: nobody can write to it any
     /// more (`input` refuses), and every descriptor the server keeps open is
     /// one more that each later spawn has to copy and close at exec. (If a
     /// write is in progress it holds the slot; it fails with EPIPE and closes
     /// it itself.)
-    pub fn set_terminal(&self, id: JobId, state: JobState) {
-        if let Some(job) = self.lock().jobs.get_mut(&id) {
-            job.state = state;
-            if let Ok(mut stdin) = job.stdin.try_lock() {
-                *stdin = None;
+    pub fn set_terminal(&self, id: JobId, end: Outcome) -> bool {
+        let freed = {
+            let mut inner = self.lock();
+            let freed = match inner.jobs.get_mut(&id) {
+                Some(Job {
+                    state: JobState::Started { ran, outcome, .. },
+                    stdin,
+                    ..
+                }) if *outcome == Outcome::Running => {
+                    *outcome = end;
+                    ran.until = Some(Instant::now());
+                    if let Ok(mut stdin) = stdin.try_lock() {
+                        *stdin = None;
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if freed {
+                inner.running = inner.running.saturating_sub(1);
             }
-        }
+            freed
+        };
         self.changed.notify_waiters();
+        freed
     }
 
     /// Takes the job out if it is terminal (the only way results leave).
@@ -180,7 +418,7 @@ impl JobTable {
     /// Returns `Err(id)` for the first id that does not exist (nothing is
     /// claimed then). Otherwise one entry per id, in order: the delivered job
     /// for the first occurrence of a terminal id, `Repeat` for later
-    /// occurrences of it, `Running` for the rest.
+    /// occurrences of it, `Pending` for the rest.
     pub fn claim_terminal_among(&self, ids: &[JobId]) -> Result<Vec<WaitEntry>, JobId> {
         let mut out = Vec::with_capacity(ids.len());
         let idle = {
@@ -193,17 +431,29 @@ impl JobTable {
                     Entry::Occupied(e) if e.get().state.is_terminal() => {
                         WaitEntry::Delivered(Box::new(e.remove()))
                     }
-                    Entry::Occupied(_) => WaitEntry::Running(id),
+                    Entry::Occupied(e) => WaitEntry::Pending(Listed {
+                        id,
+                        phase: e.get().phase(),
+                        label: e.get().label.clone(),
+                    }),
                     // Removed by an earlier occurrence in this same call.
                     Entry::Vacant(_) => out
                         .iter()
                         .find_map(|e| match e {
                             WaitEntry::Delivered(j) if j.id == id => {
-                                Some(WaitEntry::Repeat(id, j.state.clone()))
+                                Some(WaitEntry::Repeat(Listed {
+                                    id,
+                                    phase: j.phase(),
+                                    label: j.label.clone(),
+                                }))
                             }
                             _ => None,
                         })
-                        .unwrap_or(WaitEntry::Running(id)),
+                        .unwrap_or(WaitEntry::Pending(Listed {
+                            id,
+                            phase: Phase::Running,
+                            label: None,
+                        })),
                 };
                 out.push(entry);
             }
@@ -222,18 +472,26 @@ impl JobTable {
         Ok(out)
     }
 
-    /// Every job, oldest first, with its wire state.
-    pub fn list(&self) -> Vec<(JobId, &'static str)> {
+    /// Every job, oldest first.
+    pub fn list(&self) -> Vec<Listed> {
         self.lock()
             .jobs
             .values()
-            .map(|j| (j.id, j.state.name()))
+            .map(|j| Listed {
+                id: j.id,
+                phase: j.phase(),
+                label: j.label.clone(),
+            })
             .collect()
     }
 
-    /// The process groups of every job in the table (for shutdown).
+    /// The process groups of every started job in the table (for shutdown).
     pub fn pgids(&self) -> Vec<Pid> {
-        self.lock().jobs.values().map(|j| j.pgid).collect()
+        self.lock()
+            .jobs
+            .values()
+            .filter_map(|j| j.state.pgid())
+            .collect()
     }
 
     /// After jobs left the table: stop their runners, wake waiters, and, when
@@ -251,10 +509,23 @@ impl JobTable {
     }
 
     /// Removes a job whatever its state (teardown of a cancelled execute).
+    /// A job removed while running gives its capacity back here; its runner
+    /// stops and never reports it.
     pub fn remove(&self, id: JobId) -> Option<Job> {
         let (job, idle) = {
             let mut inner = self.lock();
             let job = inner.jobs.remove(&id);
+            if let Some(job) = &job {
+                match job.state {
+                    JobState::Queued(Some(_)) => inner.queue.retain(|q| *q != id),
+                    JobState::Queued(None)
+                    | JobState::Started {
+                        outcome: Outcome::Running,
+                        ..
+                    } => inner.running = inner.running.saturating_sub(1),
+                    _ => {}
+                }
+            }
             (job, inner.jobs.is_empty())
         };
         if let Some(job) = &job {
@@ -270,37 +541,50 @@ pub enum WaitEntry {
     /// Terminal and delivered here.
     Delivered(Box<Job>),
     /// A later duplicate of an id delivered earlier in the same answer.
-    Repeat(JobId, JobState),
-    /// Still running.
-    Running(JobId),
+    Repeat(Listed),
+    /// Still queued or running.
+    Pending(Listed),
 }
 
 #[cfg(test)]
 mod tests {
-    //! The exactly-once claim logic, without processes: jobs are inserted
-    //! and made terminal by hand.
+    //! The exactly-once claim logic and the admission queue, without
+    //! processes: jobs are started and ended by hand.
+
+    use std::future::Future;
+
+    use init::SpawnSpec;
 
     use super::*;
 
-    fn table_with(states: &[JobState]) -> (JobTable, Vec<JobId>) {
-        let table = JobTable::new(1024);
-        let ids = states
+    fn pending() -> Pending {
+        Pending {
+            spec: SpawnSpec::shell("true"),
+            stdin: None,
+            close_stdin: false,
+            timeout: None,
+            idle_timeout: None,
+        }
+    }
+
+    fn submit(t: &JobTable) -> (JobId, Vec<Admitted>) {
+        let id = t.next_id();
+        let job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
+        (id, t.submit(job).unwrap())
+    }
+
+    /// A table with one job per entry: `None` stays running, `Some` ends so.
+    fn table_with(ends: &[Option<Outcome>]) -> (JobTable, Vec<JobId>) {
+        let table = JobTable::new(100, 100);
+        let ids = ends
             .iter()
             .enumerate()
-            .map(|(i, state)| {
-                let id = table.next_id();
-                table.insert(Job {
-                    id,
-                    pgid: Pid(100_000 + i32::try_from(i).unwrap()),
-                    state: JobState::Running,
-                    stdout: table.window(),
-                    stderr: table.window(),
-                    capture: CapturePolicy::default(),
-                    stdin: StdinSlot::default(),
-                    removed: CancellationToken::new(),
-                });
-                if state.is_terminal() {
-                    table.set_terminal(id, state.clone());
+            .map(|(i, end)| {
+                let (id, admitted) = submit(&table);
+                assert_eq!(admitted.len(), 1);
+                assert!(table.started(id, Pid(100_000 + i32::try_from(i).unwrap()), None));
+                if let Some(end) = end {
+                    assert!(table.set_terminal(id, *end));
                 }
                 id
             })
@@ -308,7 +592,7 @@ mod tests {
         (table, ids)
     }
 
-    const DONE: JobState = JobState::Exited { code: 0 };
+    const DONE: Option<Outcome> = Some(Outcome::Exited(0));
 
     #[test]
     fn a_terminal_job_is_claimed_once_and_then_unknown() {
@@ -320,19 +604,23 @@ mod tests {
 
     #[test]
     fn a_running_job_is_not_claimed_and_stays_in_the_table() {
-        let (t, ids) = table_with(&[JobState::Running]);
+        let (t, ids) = table_with(&[None]);
         assert!(matches!(t.claim(ids[0]), Claim::Running));
-        assert_eq!(t.list(), vec![(ids[0], "running")]);
+        let listed = t.list();
+        assert_eq!(
+            (listed[0].id, listed[0].phase.clone()),
+            (ids[0], Phase::Running)
+        );
     }
 
     #[test]
-    fn claiming_among_ids_takes_every_terminal_one_and_reports_the_rest_running() {
-        let (t, ids) = table_with(&[DONE, JobState::Running, JobState::Lost]);
+    fn claiming_among_ids_takes_every_terminal_one_and_reports_the_rest_pending() {
+        let (t, ids) = table_with(&[DONE, None, Some(Outcome::Lost)]);
         let entries = t.claim_terminal_among(&ids).unwrap();
         assert!(matches!(&entries[0], WaitEntry::Delivered(j) if j.id == ids[0]));
-        assert!(matches!(&entries[1], WaitEntry::Running(id) if *id == ids[1]));
-        assert!(matches!(&entries[2], WaitEntry::Delivered(j) if j.state == JobState::Lost));
-        assert_eq!(t.list(), vec![(ids[1], "running")]);
+        assert!(matches!(&entries[1], WaitEntry::Pending(l) if l.id == ids[1]));
+        assert!(matches!(&entries[2], WaitEntry::Delivered(j) if j.phase() == Phase::Lost));
+        assert_eq!(t.list().len(), 1);
     }
 
     #[test]
@@ -341,7 +629,9 @@ mod tests {
         let entries = t.claim_terminal_among(&[ids[0], ids[0], ids[0]]).unwrap();
         assert!(matches!(&entries[0], WaitEntry::Delivered(_)));
         for e in &entries[1..] {
-            assert!(matches!(e, WaitEntry::Repeat(id, s) if *id == ids[0] && *s == DONE));
+            assert!(
+                matches!(e, WaitEntry::Repeat(l) if l.id == ids[0] && l.phase == Phase::Exited(0))
+            );
         }
     }
 
@@ -387,7 +677,7 @@ mod tests {
 
     #[test]
     fn removing_a_job_wakes_waiters_and_cancels_its_runner_token() {
-        let (t, ids) = table_with(&[JobState::Running]);
+        let (t, ids) = table_with(&[None]);
         let token = t.with(ids[0], |j| j.removed.clone()).unwrap();
         let changed = t.changed();
         tokio::pin!(changed);
@@ -397,5 +687,74 @@ mod tests {
         let waker = std::task::Waker::noop();
         let mut cx = std::task::Context::from_waker(waker);
         assert!(changed.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn jobs_beyond_capacity_wait_in_fifo_order_and_start_as_capacity_frees() {
+        let t = JobTable::new(2, 10);
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            let (id, admitted) = submit(&t);
+            for a in admitted {
+                assert!(t.started(a.id, Pid(1), None));
+            }
+            ids.push(id);
+        }
+        assert_eq!(t.counts(), (2, 3));
+        assert!(t.with(ids[2], |j| j.queued_at.is_some()).unwrap());
+        assert!(t.with(ids[0], |j| j.queued_at.is_none()).unwrap());
+        assert!(t.set_terminal(ids[1], Outcome::Exited(0)));
+        let next: Vec<JobId> = t.admit().into_iter().map(|a| a.id).collect();
+        assert_eq!(next, vec![ids[2]]);
+        assert!(t.set_terminal(ids[0], Outcome::Exited(0)));
+        let next: Vec<JobId> = t.admit().into_iter().map(|a| a.id).collect();
+        assert_eq!(next, vec![ids[3]]);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_a_job_that_cannot_start_at_once() {
+        let t = JobTable::new(1, 1);
+        submit(&t);
+        submit(&t);
+        let id = t.next_id();
+        let job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
+        assert_eq!(
+            t.submit(job).unwrap_err(),
+            QueueFull {
+                running: 1,
+                queued: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_queued_job_is_cancelled_before_start_and_never_admitted() {
+        let t = JobTable::new(1, 10);
+        let (first, _) = submit(&t);
+        let (second, admitted) = submit(&t);
+        assert!(admitted.is_empty());
+        let job = t.cancel_queued(second).unwrap();
+        assert_eq!(
+            job.phase(),
+            Phase::NotStarted("cancelled before start".into())
+        );
+        assert!(
+            t.cancel_queued(first).is_none(),
+            "a started job is not queued"
+        );
+        assert!(t.started(first, Pid(1), None));
+        assert!(t.set_terminal(first, Outcome::Exited(0)));
+        assert!(t.admit().is_empty());
+        assert_eq!(t.counts(), (0, 0));
+    }
+
+    #[test]
+    fn removing_a_running_job_gives_its_capacity_back_exactly_once() {
+        let (t, ids) = table_with(&[None]);
+        assert_eq!(t.counts(), (1, 0));
+        t.remove(ids[0]);
+        assert_eq!(t.counts(), (0, 0));
+        assert!(!t.set_terminal(ids[0], Outcome::Exited(0)));
+        assert_eq!(t.counts(), (0, 0));
     }
 }

@@ -62,6 +62,13 @@ impl Revision {
         }
     }
 
+    /// Whether the session sees Part II of the contract (SPEC §10–§17):
+    /// its tool inputs, result fields and the `queued` state. A 2024-11-05
+    /// session sees exactly Part I.
+    pub fn has_part_two(self) -> bool {
+        self >= Revision::V2025_03_26
+    }
+
     /// Whether tools carry `annotations`.
     pub fn has_annotations(self) -> bool {
         self >= Revision::V2025_03_26

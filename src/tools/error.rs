@@ -10,6 +10,23 @@ pub enum ToolError {
     /// `execute` without a usable `command`.
     #[error("\"command\" is required")]
     CommandRequired,
+    /// Part II `execute` with neither `command` nor `argv`.
+    #[error("\"command\" or \"argv\" is required")]
+    CommandOrArgvRequired,
+    /// Part II `execute` with both.
+    #[error("give either \"command\" or \"argv\", not both")]
+    CommandAndArgv,
+    /// The admission queue is full (SPEC §12.3).
+    #[error("job queue is full ({running} running, {queued} queued)")]
+    QueueFull {
+        /// Jobs running.
+        running: usize,
+        /// Jobs queued.
+        queued: usize,
+    },
+    /// `input` to a job still waiting in the queue.
+    #[error("job \"{0}\" has not started")]
+    NotStarted(JobId),
     /// `wait` without a non-empty `job_ids` array.
     #[error("\"job_ids\" must be a non-empty array")]
     JobIdsRequired,

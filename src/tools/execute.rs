@@ -13,18 +13,22 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use init::{Program, SpawnSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
 
 use super::schema;
 use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, args, cancellable};
 use crate::capture::CapturePolicy;
 use crate::jobs::result::{JobResult, Status};
-use crate::jobs::{Awaited, Claim, JobId, StartFailed, Started};
+use crate::jobs::state::Phase;
+use crate::jobs::{Awaited, Claim, JobId, Pending, Submitted};
 use crate::protocol::result::Payload;
+use crate::protocol::version::Revision;
 
 /// The tool.
 pub const TOOL: Tool = Tool {
@@ -32,58 +36,139 @@ pub const TOOL: Tool = Tool {
     title: "Run a shell command",
     description: "Run a shell command ($SHELL -c, /bin/sh by default) as a job. By default blocks until it ends and returns its exit code and output (stdout on success, stderr on error); with nowait returns the job id at once for wait/status/output/input/kill. stdin stays open unless close_stdin is true.",
     effect: Effect::Destructive,
-    input_schema: || {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "Shell command line (must not be blank)."},
-                "cwd": {"type": "string", "description": "Working directory (default: the server's)."},
-                "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables layered over the server's environment."},
-                "stdin": {"type": "string", "description": "Written to the job's stdin at once."},
-                "close_stdin": {"type": "boolean", "description": "Close stdin after writing (default false: stays open for input)."},
-                "nowait": {"type": "boolean", "description": "Return {job_id, state:\"running\"} at once."},
-                "capture": {
-                    "type": "object",
-                    "description": "What the terminal result carries: on_success / on_error, each \"stdout\", \"stderr\", \"all\", \"none\" or {stdout, stderr} stream specs. Default: stdout on success, stderr on error.",
-                    "properties": {"on_success": schema::capture_side(), "on_error": schema::capture_side()}
-                }
-            },
-            "required": ["command"]
-        })
-    },
+    input_schema,
     output_schema: schema::job_result_schema,
     starts_jobs: true,
     run,
 };
 
+fn input_schema(rev: Revision) -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "Shell command line (must not be blank)."},
+            "cwd": {"type": "string", "description": "Working directory (default: the server's)."},
+            "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables layered over the server's environment."},
+            "stdin": {"type": "string", "description": "Written to the job's stdin at once."},
+            "close_stdin": {"type": "boolean", "description": "Close stdin after writing (default false: stays open for input)."},
+            "nowait": {"type": "boolean", "description": "Return {job_id, state:\"running\"} at once."},
+            "capture": {
+                "type": "object",
+                "description": "What the terminal result carries: on_success / on_error, each \"stdout\", \"stderr\", \"all\", \"none\" or {stdout, stderr} stream specs. Default: stdout on success, stderr on error.",
+                "properties": {"on_success": schema::capture_side(), "on_error": schema::capture_side()}
+            }
+        },
+        "required": ["command"]
+    });
+    if rev.has_part_two() {
+        // Flat: `command` and `argv` are both optional; the tool enforces
+        // that exactly one is given.
+        schema["required"] = json!([]);
+        schema["properties"]["command"]["description"] =
+            json!("Shell command line, run as $SHELL -c (give this or argv).");
+        let extra = json!({
+            "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "Program and arguments, run without a shell (PATH lookup); give this or command."},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "The job's deadline in seconds, from when it starts running: then TERM, and KILL after the grace (result timed_out:true)."},
+            "yield_after": {"type": "number", "minimum": 0, "description": "Seconds after which a blocking call returns the still running job ({state:\"running\", yielded:true}; collect it with wait). 0 = never. Default MCP_EXEC_YIELD_AFTER (50)."},
+            "label": {"type": "string", "maxLength": 200, "description": "Shown with the job in status, list_jobs and results."},
+            "max_output_bytes": {"type": "integer", "minimum": 1, "description": "This job's retained window per stream (default MCP_EXEC_MAX_OUTPUT_BYTES)."},
+            "idle_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "End the job when it writes nothing for this many seconds (result cause:\"idle_timeout\")."}
+        });
+        if let (Some(props), Value::Object(extra)) = (schema["properties"].as_object_mut(), extra) {
+            props.extend(extra);
+        }
+    }
+    schema
+}
+
 /// `{job_id, state, stdin_error}`: the job runs on, its stdin is closed.
 #[derive(Serialize)]
 struct StdinFailed {
-    job_id: JobId,
-    state: &'static str,
+    #[serde(flatten)]
+    status: Status,
     stdin_error: String,
 }
 
+/// A running job returned before it ended: `nowait`, or a blocking call that
+/// yielded (`yielded: true`, SPEC §12.2).
+#[derive(Serialize)]
+struct Started {
+    #[serde(flatten)]
+    status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    yielded: Option<bool>,
+}
+
+/// The longest `label` (characters).
+const MAX_LABEL: usize = 200;
+
 struct Request {
-    command: String,
+    program: Program,
     cwd: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
     stdin: Option<String>,
     close_stdin: bool,
     nowait: bool,
     capture: CapturePolicy,
+    timeout: Option<Duration>,
+    yield_after: Option<Duration>,
+    label: Option<String>,
+    max_output_bytes: usize,
+    idle_timeout: Option<Duration>,
 }
 
-fn parse(a: &Args) -> Result<Request, ToolError> {
+fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
     let command = match a.get("command") {
-        None | Some(Value::Null) => return Err(ToolError::CommandRequired),
-        Some(Value::String(s)) if s.trim().is_empty() => return Err(ToolError::CommandRequired),
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
         Some(Value::String(s)) if s.contains('\0') => {
             return Err(ToolError::invalid("\"command\" must not contain NUL bytes"));
         }
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(ToolError::invalid("\"command\" must be a string")),
     };
+    let argv = match a.get("argv") {
+        _ if !part_two => None,
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) if !items.is_empty() => Some(
+            items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) if !s.contains('\0') => Ok(OsString::from(s)),
+                    _ => Err(ToolError::invalid(
+                        "\"argv\" must be a non-empty array of strings",
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => {
+            return Err(ToolError::invalid(
+                "\"argv\" must be a non-empty array of strings",
+            ));
+        }
+    };
+    match (command, argv) {
+        (Some(_), Some(_)) => Err(ToolError::CommandAndArgv),
+        (Some(c), None) => Ok(Program::Shell(c)),
+        (None, Some(argv)) => Ok(Program::Argv(argv)),
+        (None, None) if part_two => Err(ToolError::CommandOrArgvRequired),
+        (None, None) => Err(ToolError::CommandRequired),
+    }
+}
+
+/// A positive number of seconds (`<= 0` is refused with `"<key>" must be > 0`).
+fn positive_seconds(a: &Args, key: &str) -> Result<Option<Duration>, ToolError> {
+    match args::opt_seconds(a, key)? {
+        None => Ok(None),
+        Some(s) if s > 0.0 => Ok(Some(Duration::from_secs_f64(s.min(1e9)))),
+        Some(_) => Err(ToolError::invalid(format!("\"{key}\" must be > 0"))),
+    }
+}
+
+fn parse(a: &Args, call: &Call) -> Result<Request, ToolError> {
+    let config = &call.app.config;
+    let part_two = call.revision.has_part_two();
+    let program = command(a, part_two)?;
     let env = match a.get("env") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Object(m)) => m
@@ -107,8 +192,8 @@ fn parse(a: &Args) -> Result<Request, ToolError> {
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(ToolError::invalid("\"env\" must be an object of strings")),
     };
-    Ok(Request {
-        command,
+    let mut req = Request {
+        program,
         cwd: args::opt_str(a, "cwd")?
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),
@@ -117,7 +202,48 @@ fn parse(a: &Args) -> Result<Request, ToolError> {
         close_stdin: args::opt_bool(a, "close_stdin")?,
         nowait: args::opt_bool(a, "nowait")?,
         capture: CapturePolicy::from_json(a.get("capture")).map_err(ToolError::invalid)?,
-    })
+        timeout: config.job_timeout,
+        yield_after: config.yield_after,
+        label: None,
+        max_output_bytes: config.max_output_bytes,
+        idle_timeout: None,
+    };
+    if !part_two {
+        // A 2024-11-05 session sees exactly Part I: its inputs are ignored.
+        return Ok(req);
+    }
+    if let Some(t) = positive_seconds(a, "timeout")? {
+        req.timeout = Some(t);
+    }
+    if let Some(y) = args::opt_seconds(a, "yield_after")? {
+        req.yield_after = (y > 0.0).then(|| Duration::from_secs_f64(y.min(1e9)));
+    }
+    req.idle_timeout = positive_seconds(a, "idle_timeout")?;
+    if let Some(label) = args::opt_str(a, "label")? {
+        if label.chars().count() > MAX_LABEL || label.chars().any(char::is_control) {
+            return Err(ToolError::invalid(format!(
+                "\"label\" must be at most {MAX_LABEL} characters without control characters"
+            )));
+        }
+        req.label = Some(label.to_owned());
+    }
+    match a.get("max_output_bytes") {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            let limit = config.max_output_bytes_limit;
+            match v.as_u64() {
+                Some(n) if n >= 1 && n <= limit as u64 => {
+                    req.max_output_bytes = usize::try_from(n).unwrap_or(limit);
+                }
+                _ => {
+                    return Err(ToolError::invalid(format!(
+                        "\"max_output_bytes\" must be between 1 and {limit}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(req)
 }
 
 fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
@@ -125,68 +251,104 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 async fn execute(call: &Call, a: &Args) -> Outcome {
-    let req = parse(a)?;
+    let req = parse(a, call)?;
     let jobs = &call.app.jobs;
-    let spec = SpawnSpec {
-        program: Program::Shell(req.command),
-        cwd: req.cwd,
-        env: req.env,
-    };
-    let Started { id, stdin } = match jobs.start(&spec, req.capture.clone()) {
-        Ok(started) => started,
-        Err(StartFailed { id, error }) => {
-            return Ok(Payload::object(JobResult::start_failed(
-                id,
-                error,
-                &req.capture,
-            )));
+    let rev = call.revision;
+    let submitted = jobs
+        .submit(crate::jobs::Request {
+            pending: Pending {
+                spec: SpawnSpec {
+                    program: req.program,
+                    cwd: req.cwd,
+                    env: req.env,
+                },
+                stdin: req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes),
+                close_stdin: req.close_stdin,
+                timeout: req.timeout,
+                idle_timeout: req.idle_timeout,
+            },
+            capture: req.capture,
+            label: req.label,
+            window: req.max_output_bytes,
+        })
+        .map_err(|full| ToolError::QueueFull {
+            running: full.running,
+            queued: full.queued,
+        })?;
+    let id = match submitted {
+        Submitted::Failed { id } => return deliver(call, id),
+        Submitted::Queued { id } => id,
+        Submitted::Started {
+            id,
+            stdin,
+            stdin_data,
+            close_stdin,
+        } => {
+            if let Some(data) = stdin_data {
+                let mut slot = stdin.lock().await;
+                let write = async {
+                    match slot.as_mut() {
+                        Some(tx) => tx.write_all(&data).await,
+                        None => Ok(()),
+                    }
+                };
+                match cancellable(&call.cancel, write).await {
+                    Err(cancelled) => {
+                        drop(slot);
+                        return Err(abandon(call, id, cancelled).await);
+                    }
+                    Ok(Err(e)) => {
+                        *slot = None;
+                        let status = jobs
+                            .table()
+                            .with(id, |j| Status::of(j, rev))
+                            .unwrap_or_else(|| Status::new(id, &Phase::Running, None, None, rev));
+                        return Ok(Payload::object(StdinFailed {
+                            status,
+                            stdin_error: super::input::write_error(&e).to_string(),
+                        }));
+                    }
+                    Ok(Ok(())) => {}
+                }
+            }
+            if close_stdin {
+                *stdin.lock().await = None;
+            }
+            id
         }
     };
-
-    if let Some(data) = req.stdin.as_deref().filter(|d| !d.is_empty()) {
-        let mut slot = stdin.lock().await;
-        let write = async {
-            match slot.as_mut() {
-                Some(tx) => tx.write_all(data.as_bytes()).await,
-                None => Ok(()),
-            }
-        };
-        match cancellable(&call.cancel, write).await {
-            Err(cancelled) => {
-                drop(slot);
-                return Err(abandon(call, id, cancelled).await);
-            }
-            Ok(Err(e)) => {
-                *slot = None;
-                let state = jobs
-                    .table()
-                    .with(id, |j| j.state.name())
-                    .unwrap_or("running");
-                return Ok(Payload::object(StdinFailed {
-                    job_id: id,
-                    state,
-                    stdin_error: super::input::write_error(&e).to_string(),
-                }));
-            }
-            Ok(Ok(())) => {}
-        }
-    }
-    if req.close_stdin {
-        *stdin.lock().await = None;
-    }
     if req.nowait {
-        return Ok(Payload::object(Status::running(id)));
+        return running(call, id, None);
     }
 
     call.phase.set("command still running");
-    match cancellable(&call.cancel, jobs.await_terminal(id, None)).await {
+    let yield_at = req.yield_after.map(|y| Instant::now() + y);
+    match cancellable(&call.cancel, jobs.await_terminal(id, yield_at)).await {
         Err(cancelled) => Err(abandon(call, id, cancelled).await),
-        Ok(Awaited::Terminal | Awaited::Timeout) => match jobs.table().claim(id) {
-            Claim::Delivered(job) => Ok(Payload::object(JobResult::delivered(&job))),
-            Claim::Running | Claim::Unknown => Err(ToolError::DeliveredElsewhere(id).into()),
-        },
+        Ok(Awaited::Terminal) => deliver(call, id),
+        Ok(Awaited::Timeout) => running(call, id, Some(true).filter(|_| rev.has_part_two())),
         Ok(Awaited::Gone) => Err(ToolError::DeliveredElsewhere(id).into()),
     }
+}
+
+/// Claims and delivers a terminal job's result.
+fn deliver(call: &Call, id: JobId) -> Outcome {
+    match call.app.jobs.table().claim(id) {
+        Claim::Delivered(job) => Ok(Payload::object(JobResult::delivered(&job, call.revision))),
+        Claim::Running | Claim::Unknown => Err(ToolError::DeliveredElsewhere(id).into()),
+    }
+}
+
+/// `{job_id, state, label?, yielded?}` of a job that runs on.
+fn running(call: &Call, id: JobId, yielded: Option<bool>) -> Outcome {
+    let rev = call.revision;
+    let status = call
+        .app
+        .jobs
+        .table()
+        .with(id, |j| Status::of(j, rev))
+        .ok_or(ToolError::DeliveredElsewhere(id))?;
+    Ok(Payload::object(Started { status, yielded }))
 }
 
 /// A cancelled blocking `execute`: its caller never learns the job id, so

@@ -19,7 +19,7 @@ pub const TOOL: Tool = Tool {
     title: "Write to a job's stdin",
     description: "Write data to a running job's stdin; close sends EOF after the data.",
     effect: Effect::Destructive,
-    input_schema: || {
+    input_schema: |_| {
         json!({
             "type": "object",
             "properties": {"job_id": schema::job_id(), "data": {"type": "string"}, "close": {"type": "boolean"}},
@@ -45,11 +45,16 @@ async fn input(call: &Call, a: &Args) -> Outcome {
     let data = args::opt_str(a, "data")?.unwrap_or("");
     let close = args::opt_bool(a, "close")?;
     let table = call.app.jobs.table();
-    let (terminal, slot) = table
-        .with(id, |j| (j.state.is_terminal(), j.stdin.clone()))
+    let (terminal, queued, slot) = table
+        .with(id, |j| {
+            (j.state.is_terminal(), j.state.is_queued(), j.stdin.clone())
+        })
         .ok_or_else(|| ToolError::unknown(id))?;
     if terminal {
         return Err(ToolError::NotRunning(id).into());
+    }
+    if queued && call.revision.has_part_two() {
+        return Err(ToolError::NotStarted(id).into());
     }
     let mut guard = cancellable(&call.cancel, slot.lock()).await?;
     let Some(tx) = guard.as_mut() else {
@@ -71,7 +76,7 @@ async fn input(call: &Call, a: &Args) -> Outcome {
     }
     drop(guard);
     let status = table
-        .with(id, |j| Status::of(j.id, &j.state))
+        .with(id, |j| Status::of(j, call.revision))
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))
 }

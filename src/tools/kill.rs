@@ -39,7 +39,7 @@ pub const TOOL: Tool = Tool {
     title: "Signal a job",
     description: "Send a signal to a job's whole process group and verify that it died (process reaped and group empty). signal: a name (TERM, KILL, INT…), a number, or ASSURED (TERM, then KILL if anything survives the timeout).",
     effect: Effect::Destructive,
-    input_schema: || {
+    input_schema: |_| {
         json!({
             "type": "object",
             "properties": {
@@ -50,16 +50,17 @@ pub const TOOL: Tool = Tool {
             "required": ["job_id"]
         })
     },
-    output_schema: || {
+    output_schema: |rev| {
         json!({
             "type": "object",
             "properties": {
                 "job_id": {"type": "string"},
                 "terminated": {"type": "boolean"},
                 "already_terminated": {"type": "boolean"},
+                "cancelled_before_start": {"type": "boolean"},
                 "signal_sent": {"type": "integer"},
                 "escalated": {"type": "boolean"},
-                "result": schema::job_result_schema(),
+                "result": schema::job_result_schema(rev),
                 "result_delivered_elsewhere": {"type": "boolean"},
                 "state": {"type": "string"},
                 "detail": {"type": "string"}
@@ -78,6 +79,8 @@ struct Killed {
     terminated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     already_terminated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancelled_before_start: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signal_sent: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,6 +101,7 @@ impl Killed {
             job_id,
             terminated,
             already_terminated: None,
+            cancelled_before_start: None,
             signal_sent: None,
             escalated: None,
             result: None,
@@ -148,12 +152,30 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
     let jobs = &call.app.jobs;
     let table = jobs.table();
 
-    let (pgid, terminal) = table
-        .with(id, |j| (j.pgid, j.state.is_terminal()))
-        .ok_or_else(|| ToolError::unknown(id))?;
-    if terminal && !init::group_exists(pgid) {
-        return already_terminated(call, id);
-    }
+    let pgid = loop {
+        if let Some(job) = table.cancel_queued(id) {
+            // Still waiting for capacity: it never runs.
+            let mut out = Killed::new(id, true);
+            out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
+            out.result = Some(JobResult::delivered(&job, call.revision));
+            return Ok(Payload::object(out));
+        }
+        let changed = table.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let (pgid, terminal) = table
+            .with(id, |j| (j.state.pgid(), j.state.is_terminal()))
+            .ok_or_else(|| ToolError::unknown(id))?;
+        match pgid {
+            Some(pgid) if terminal && !init::group_exists(pgid) => {
+                return already_terminated(call, id);
+            }
+            Some(pgid) => break pgid,
+            None if terminal => return already_terminated(call, id),
+            // Being started right now: wait for its process group.
+            None => cancellable(&call.cancel, changed).await?,
+        }
+    };
 
     // `timeout` is finite, >= 0 and capped at a day: the conversion cannot panic.
     let wait = Duration::from_secs_f64(timeout.min(86_400.0));
@@ -183,7 +205,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
     }
     if done.dead {
         match table.claim(id) {
-            Claim::Delivered(job) => out.result = Some(JobResult::delivered(&job)),
+            Claim::Delivered(job) => out.result = Some(JobResult::delivered(&job, call.revision)),
             Claim::Unknown => out.result_delivered_elsewhere = Some(true),
             Claim::Running => {
                 // Cannot happen: dead implies terminal; report what we see.
@@ -193,7 +215,11 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         }
         return Ok(Payload::object(out));
     }
-    let state = table.with(id, |j| j.state.name()).unwrap_or("running");
+    let state = table
+        .with(id, |j| {
+            crate::jobs::result::Status::of(j, call.revision).state
+        })
+        .unwrap_or("running");
     let members = done
         .survived
         .last()
@@ -209,7 +235,7 @@ fn already_terminated(call: &Call, id: JobId) -> Outcome {
         Claim::Delivered(job) => {
             let mut out = Killed::new(id, true);
             out.already_terminated = Some(true);
-            out.result = Some(JobResult::delivered(&job));
+            out.result = Some(JobResult::delivered(&job, call.revision));
             Ok(Payload::object(out))
         }
         _ => Err(ToolError::unknown(id).into()),

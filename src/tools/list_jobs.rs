@@ -1,12 +1,14 @@
 //! `list_jobs`: every job not yet delivered, oldest first (SPEC §4.8).
 //!
-//! No input. Output: `{"jobs":[{"job_id","state"},…]}`.
+//! No input. Output: `{"jobs":[{"job_id","state"},…]}`; from 2025-03-26 on
+//! entries also carry `queued_for` (a queued job) and `label` (when set).
 
 use serde::Serialize;
 use serde_json::json;
 
 use super::{Args, Call, Effect, Outcome, Running, Tool};
 use crate::jobs::JobId;
+use crate::jobs::result::Status;
 use crate::protocol::result::Payload;
 
 /// The tool.
@@ -15,15 +17,29 @@ pub const TOOL: Tool = Tool {
     title: "List jobs",
     description: "Every job that is running or whose result has not been delivered yet, oldest first.",
     effect: Effect::ReadOnly,
-    input_schema: || json!({"type": "object", "properties": {}}),
-    output_schema: || {
-        json!({
-            "type": "object",
-            "properties": {"jobs": {"type": "array", "items": {
+    input_schema: |_| json!({"type": "object", "properties": {}}),
+    output_schema: |rev| {
+        let entry = if rev.has_part_two() {
+            json!({
+                "type": "object",
+                "properties": {
+                    "job_id": {"type": "string"},
+                    "state": {"type": "string"},
+                    "queued_for": {"type": "string"},
+                    "label": {"type": "string"}
+                },
+                "required": ["job_id", "state"]
+            })
+        } else {
+            json!({
                 "type": "object",
                 "properties": {"job_id": {"type": "string"}, "state": {"type": "string"}},
                 "required": ["job_id", "state"]
-            }}},
+            })
+        };
+        json!({
+            "type": "object",
+            "properties": {"jobs": {"type": "array", "items": entry}},
             "required": ["jobs"]
         })
     },
@@ -31,15 +47,21 @@ pub const TOOL: Tool = Tool {
     run,
 };
 
-#[derive(Serialize)]
-struct Listed {
-    job_id: JobId,
-    state: &'static str,
-}
-
+/// `{"jobs":[{job_id, state, queued_for?, label?}, …]}`.
 #[derive(Serialize)]
 struct Jobs {
-    jobs: Vec<Listed>,
+    jobs: Vec<Entry>,
+}
+
+/// One job: its id and state (no exit code: that is `status`'s).
+#[derive(Serialize)]
+struct Entry {
+    job_id: JobId,
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queued_for: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
 }
 
 fn run<'a>(call: &'a Call, _: &'a Args) -> Running<'a> {
@@ -53,7 +75,15 @@ fn list(call: &Call) -> Outcome {
         .table()
         .list()
         .into_iter()
-        .map(|(job_id, state)| Listed { job_id, state })
+        .map(|l| {
+            let s = Status::listed(&l, call.revision);
+            Entry {
+                job_id: s.job_id,
+                state: s.state,
+                queued_for: s.queued_for,
+                label: s.label,
+            }
+        })
         .collect();
     Ok(Payload::object(Jobs { jobs }))
 }

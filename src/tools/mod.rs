@@ -63,10 +63,11 @@ pub struct Tool {
     pub description: &'static str,
     /// Its annotations (revisions with annotations).
     pub effect: Effect,
-    /// Its `inputSchema`.
-    pub input_schema: fn() -> Value,
+    /// Its `inputSchema` for a session of a revision (Part II inputs appear
+    /// from 2025-03-26 on).
+    pub input_schema: fn(Revision) -> Value,
     /// Its `outputSchema`: the shape of `structuredContent`.
-    pub output_schema: fn() -> Value,
+    pub output_schema: fn(Revision) -> Value,
     /// Whether a call may start a job (the transport then admits it only
     /// while its answers are being read, see the server's outbox).
     pub starts_jobs: bool,
@@ -92,11 +93,11 @@ impl Tool {
         let mut v = json!({
             "name": self.name,
             "description": self.description,
-            "inputSchema": (self.input_schema)(),
+            "inputSchema": (self.input_schema)(revision),
         });
         if revision.has_titles_and_output_schemas() {
             v["title"] = json!(self.title);
-            v["outputSchema"] = (self.output_schema)();
+            v["outputSchema"] = (self.output_schema)(revision);
         }
         if revision.has_annotations() {
             v["annotations"] = match self.effect {
@@ -215,8 +216,10 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), TOOLS.len());
         for t in TOOLS {
-            assert_eq!((t.input_schema)()["type"], "object", "{}", t.name);
-            assert_eq!((t.output_schema)()["type"], "object", "{}", t.name);
+            for r in Revision::ALL {
+                assert_eq!((t.input_schema)(r)["type"], "object", "{}", t.name);
+                assert_eq!((t.output_schema)(r)["type"], "object", "{}", t.name);
+            }
         }
     }
 
@@ -238,9 +241,11 @@ mod tests {
     #[test]
     fn no_input_schema_has_a_top_level_combinator() {
         for t in TOOLS {
-            let s = (t.input_schema)();
-            for k in ["oneOf", "anyOf", "allOf"] {
-                assert!(s.get(k).is_none(), "{} has top-level {k}", t.name);
+            for r in Revision::ALL {
+                let s = (t.input_schema)(r);
+                for k in ["oneOf", "anyOf", "allOf"] {
+                    assert!(s.get(k).is_none(), "{} has top-level {k}", t.name);
+                }
             }
         }
     }

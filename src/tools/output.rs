@@ -19,7 +19,7 @@ pub const TOOL: Tool = Tool {
     title: "Read job output",
     description: "Read a running or ended job's stdout/stderr by stream spec (all, tail N lines, or from an absolute byte offset), without removing it.",
     effect: Effect::ReadOnly,
-    input_schema: || {
+    input_schema: |_| {
         json!({
             "type": "object",
             "properties": {"job_id": schema::job_id(), "stdout": schema::stream_spec(), "stderr": schema::stream_spec()},
@@ -50,7 +50,9 @@ fn output(call: &Call, a: &Args) -> Outcome {
         .app
         .jobs
         .table()
-        .with(id, |j| JobResult::with_streams(j, &stdout, &stderr))
+        .with(id, |j| {
+            JobResult::with_streams(j, &stdout, &stderr, call.revision)
+        })
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(out))
 }

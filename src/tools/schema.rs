@@ -9,6 +9,8 @@
 
 use serde_json::{Value, json};
 
+use crate::protocol::version::Revision;
+
 /// A stream spec (SPEC §5.1).
 pub fn stream_spec() -> Value {
     json!({
@@ -52,25 +54,59 @@ pub fn slice_schema() -> Value {
     })
 }
 
-/// The properties of the status object (SPEC §4.4).
-pub fn status_props() -> serde_json::Map<String, Value> {
-    let v = json!({
-        "job_id": {"type": "string"},
-        "state": {"type": "string", "enum": ["running", "success", "error"]},
-        "exit_code": {"type": "integer"},
-        "signal": {"type": "string"},
-        "signal_number": {"type": "integer"},
-        "start_error": {"type": "string"}
-    });
+/// The properties of the status object (SPEC §4.4, §12.3, §12.4).
+pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
+    let v = if rev.has_part_two() {
+        json!({
+            "job_id": {"type": "string"},
+            "state": {"type": "string", "enum": ["queued", "running", "success", "error"]},
+            "queued_for": {"type": "string", "enum": ["capacity"]},
+            "label": {"type": "string"},
+            "exit_code": {"type": "integer"},
+            "signal": {"type": "string"},
+            "signal_number": {"type": "integer"},
+            "start_error": {"type": "string"}
+        })
+    } else {
+        json!({
+            "job_id": {"type": "string"},
+            "state": {"type": "string", "enum": ["running", "success", "error"]},
+            "exit_code": {"type": "integer"},
+            "signal": {"type": "string"},
+            "signal_number": {"type": "integer"},
+            "start_error": {"type": "string"}
+        })
+    };
     match v {
         Value::Object(m) => m,
         _ => serde_json::Map::new(),
     }
 }
 
-/// A job result (SPEC §4.1).
-pub fn job_result_schema() -> Value {
-    let mut props = status_props();
+/// A job result (SPEC §4.1, §12).
+pub fn job_result_schema(rev: Revision) -> Value {
+    let mut props = status_props(rev);
+    if rev.has_part_two() {
+        props.insert("timed_out".into(), json!({"type": "boolean"}));
+        props.insert(
+            "cause".into(),
+            json!({"type": "string", "enum": ["timeout", "idle_timeout"]}),
+        );
+        props.insert(
+            "started_at".into(),
+            json!({"type": "string", "format": "date-time"}),
+        );
+        props.insert("duration_ms".into(), json!({"type": "integer"}));
+        props.insert("queued_ms".into(), json!({"type": "integer"}));
+        props.insert("yielded".into(), json!({"type": "boolean"}));
+        props.insert(
+            "matched".into(),
+            json!({"type": "object", "properties": {
+                "stream": {"type": "string"}, "offset": {"type": "integer"}, "bytes": {"type": "integer"}
+            }}),
+        );
+        props.insert("went_quiet".into(), json!({"type": "number"}));
+    }
     props.insert("stdout".into(), slice_schema());
     props.insert("stderr".into(), slice_schema());
     props.insert("stdin_error".into(), json!({"type": "string"}));
@@ -78,8 +114,8 @@ pub fn job_result_schema() -> Value {
 }
 
 /// The status object (SPEC §4.4).
-pub fn status_schema() -> Value {
-    json!({"type": "object", "properties": status_props(), "required": ["job_id", "state"]})
+pub fn status_schema(rev: Revision) -> Value {
+    json!({"type": "object", "properties": status_props(rev), "required": ["job_id", "state"]})
 }
 
 /// A `job_id` input property.

@@ -16,7 +16,7 @@ pub const TOOL: Tool = Tool {
     title: "Job status",
     description: "A job's state and exit code, without removing it.",
     effect: Effect::ReadOnly,
-    input_schema: || json!({"type": "object", "properties": {"job_id": schema::job_id()}, "required": ["job_id"]}),
+    input_schema: |_| json!({"type": "object", "properties": {"job_id": schema::job_id()}, "required": ["job_id"]}),
     output_schema: schema::status_schema,
     starts_jobs: false,
     run,
@@ -32,7 +32,7 @@ fn status(call: &Call, a: &Args) -> Outcome {
         .app
         .jobs
         .table()
-        .with(id, |j| Status::of(j.id, &j.state))
+        .with(id, |j| Status::of(j, call.revision))
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))
 }

@@ -1,21 +1,39 @@
-//! `wait`: block until any listed job is terminal (SPEC §4.3).
+//! `wait`: block until any listed job is terminal (SPEC §4.3), or, with
+//! `until`, until a listed job prints what the caller waits for or goes
+//! quiet (SPEC §12.9).
 //!
 //! Input: `job_ids` (non-empty array of strings, duplicates allowed),
-//! `timeout` (seconds; default `MCP_EXEC_DEFAULT_TIMEOUT`; `<= 0` polls).
+//! `timeout` (seconds; default `MCP_EXEC_DEFAULT_TIMEOUT`; `<= 0` polls),
+//! and from 2025-03-26 on `until`: `{pattern, stream: "stdout"|"stderr"|"any",
+//! from, quiet}`.
 //! Output: an array in `job_ids` order. Terminal jobs carry their full result
-//! and are removed (delivered here and nowhere else); running ones are
-//! `{job_id, state:"running"}`. A later duplicate of an id delivered in the
-//! same answer repeats its status fields without the streams, so the output
-//! is delivered once. An unknown id fails the whole call.
+//! and are removed (delivered here and nowhere else); the others are their
+//! status (`{job_id, state:"running"}`). A later duplicate of an id
+//! delivered in the same answer repeats its status fields without the
+//! streams, so the output is delivered once. An unknown id fails the whole
+//! call.
+//!
+//! `until` adds two more reasons to return, neither of which delivers
+//! anything: a listed job still running whose retained output at or after
+//! byte `from` (default 0, so a line printed before the call counts: no
+//! race) matches `pattern` — its entry carries `matched: {stream, offset,
+//! bytes}` of the first match —, or a listed job that has written nothing
+//! for `quiet` seconds — its entry carries `went_quiet: <seconds>`.
 
+use std::collections::HashMap;
+use std::time::Duration;
+
+use regex::bytes::Regex;
 use serde::Serialize;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use super::schema;
 use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, deadline_in};
 use crate::jobs::result::{JobResult, Status};
-use crate::jobs::{JobId, WaitEntry};
+use crate::jobs::{JobId, Stream, WaitEntry};
 use crate::protocol::result::Payload;
+use crate::protocol::version::Revision;
 
 /// The tool.
 pub const TOOL: Tool = Tool {
@@ -23,20 +41,11 @@ pub const TOOL: Tool = Tool {
     title: "Wait for jobs",
     description: "Block until any of the listed jobs ends, or the timeout. Returns one entry per id, in order: ended jobs with their full result (and they are removed), running ones as {job_id, state:\"running\"}.",
     effect: Effect::ReadOnly,
-    input_schema: || {
+    input_schema,
+    output_schema: |rev| {
         json!({
             "type": "object",
-            "properties": {
-                "job_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                "timeout": {"type": "number", "description": "Seconds to wait (default MCP_EXEC_DEFAULT_TIMEOUT, 30 unless set); <= 0 polls."}
-            },
-            "required": ["job_ids"]
-        })
-    },
-    output_schema: || {
-        json!({
-            "type": "object",
-            "properties": {"results": {"type": "array", "items": schema::job_result_schema()}},
+            "properties": {"results": {"type": "array", "items": schema::job_result_schema(rev)}},
             "required": ["results"]
         })
     },
@@ -44,12 +53,67 @@ pub const TOOL: Tool = Tool {
     run,
 };
 
+fn input_schema(rev: Revision) -> Value {
+    let mut s = json!({
+        "type": "object",
+        "properties": {
+            "job_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "timeout": {"type": "number", "description": "Seconds to wait (default MCP_EXEC_DEFAULT_TIMEOUT, 30 unless set); <= 0 polls."}
+        },
+        "required": ["job_ids"]
+    });
+    if rev.has_part_two() {
+        s["properties"]["until"] = json!({
+            "type": "object",
+            "description": "Also return, without delivering anything, when a listed running job's output at or after byte `from` (default 0: output printed before the call counts) matches `pattern` (entry gains matched:{stream, offset, bytes}), or when a listed job has written nothing for `quiet` seconds (entry gains went_quiet).",
+            "properties": {
+                "pattern": {"type": "string", "description": "A regular expression (Rust regex syntax)."},
+                "stream": {"type": "string", "enum": ["stdout", "stderr", "any"], "description": "Default any."},
+                "from": {"type": "integer", "minimum": 0},
+                "quiet": {"type": "number", "exclusiveMinimum": 0}
+            }
+        });
+    }
+    s
+}
+
 /// One entry of the answer.
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Entry {
     Result(JobResult),
     Status(Status),
+    Triggered {
+        #[serde(flatten)]
+        status: Status,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        matched: Option<Matched>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        went_quiet: Option<f64>,
+    },
+}
+
+/// Where a pattern matched, in the raw stream.
+#[derive(Serialize, Clone, Copy)]
+struct Matched {
+    stream: &'static str,
+    offset: u64,
+    bytes: u64,
+}
+
+/// What `until` asks for.
+struct Until {
+    pattern: Option<Regex>,
+    streams: &'static [Stream],
+    from: u64,
+    quiet: Option<Duration>,
+}
+
+/// Why a running job ends the wait.
+#[derive(Clone, Copy)]
+enum Trigger {
+    Matched(Matched),
+    WentQuiet(f64),
 }
 
 fn parse_ids(a: &Args) -> Result<Vec<JobId>, ToolError> {
@@ -68,6 +132,56 @@ fn parse_ids(a: &Args) -> Result<Vec<JobId>, ToolError> {
         .collect()
 }
 
+fn parse_until(a: &Args) -> Result<Option<Until>, ToolError> {
+    let u = match a.get("until") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(u)) => u,
+        Some(_) => return Err(ToolError::invalid("\"until\" must be an object")),
+    };
+    let pattern = match u.get("pattern") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) => Some(Regex::new(p).map_err(|e| {
+            ToolError::invalid(format!("\"until.pattern\" is not a valid pattern: {e}"))
+        })?),
+        Some(_) => return Err(ToolError::invalid("\"until.pattern\" must be a string")),
+    };
+    let streams: &'static [Stream] = match u.get("stream").and_then(Value::as_str) {
+        None | Some("any") => &[Stream::Stdout, Stream::Stderr],
+        Some("stdout") => &[Stream::Stdout],
+        Some("stderr") => &[Stream::Stderr],
+        Some(other) => {
+            return Err(ToolError::invalid(format!(
+                "\"until.stream\" must be \"stdout\", \"stderr\" or \"any\", not {other:?}"
+            )));
+        }
+    };
+    let from = match u.get("from") {
+        None | Some(Value::Null) => 0,
+        Some(v) => match v.as_i64() {
+            Some(n) => u64::try_from(n.max(0)).unwrap_or(0),
+            None => v.as_u64().ok_or_else(|| {
+                ToolError::invalid("\"until.from\" must be an integer byte offset")
+            })?,
+        },
+    };
+    let quiet = match u.get("quiet").and_then(Value::as_f64) {
+        None => None,
+        Some(q) if q > 0.0 && q.is_finite() => Some(Duration::from_secs_f64(q.min(86_400.0))),
+        Some(_) => return Err(ToolError::invalid("\"until.quiet\" must be > 0")),
+    };
+    if pattern.is_none() && quiet.is_none() {
+        return Err(ToolError::invalid(
+            "\"until\" needs a \"pattern\" or a \"quiet\" period",
+        ));
+    }
+    Ok(Some(Until {
+        pattern,
+        streams,
+        from,
+        quiet,
+    }))
+}
+
 fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(wait(call, a))
 }
@@ -78,33 +192,131 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
         Some(t) => t,
         None => call.app.config.default_timeout.as_secs_f64(),
     };
+    let until = if call.revision.has_part_two() {
+        parse_until(a)?
+    } else {
+        None
+    };
     let deadline = deadline_in(timeout);
     let table = call.app.jobs.table();
+    let rev = call.revision;
     call.phase.set("waiting for jobs");
     loop {
+        // Registered before the table is checked, so no change is missed.
         let changed = table.changed();
-        tokio::pin!(changed);
+        let output = table.output_changed();
+        tokio::pin!(changed, output);
         changed.as_mut().enable();
+        if until.is_some() {
+            output.as_mut().enable();
+        }
         let entries = table
             .claim_terminal_among(&ids)
             .map_err(ToolError::unknown)?;
-        let done = entries.iter().any(|e| !matches!(e, WaitEntry::Running(_)));
-        if done || tokio::time::Instant::now() >= deadline {
-            let out: Vec<Entry> = entries.into_iter().map(render).collect();
+        let done = entries.iter().any(|e| !matches!(e, WaitEntry::Pending(_)));
+        let (triggers, next_quiet) = match (&until, done) {
+            (Some(u), false) => check_until(call, &ids, u),
+            _ => (HashMap::new(), None),
+        };
+        let now = Instant::now();
+        if done || !triggers.is_empty() || now >= deadline {
+            let out: Vec<Entry> = entries
+                .into_iter()
+                .map(|e| render(e, rev, &triggers))
+                .collect();
             return Ok(Payload::array("results", out));
         }
+        let wake_at = next_quiet.map_or(deadline, |q| q.min(deadline));
         tokio::select! {
             () = call.cancel.cancelled() => return Err(Fail::Cancelled),
             () = &mut changed => {}
-            () = tokio::time::sleep_until(deadline) => {}
+            () = &mut output, if until.is_some() => {}
+            () = tokio::time::sleep_until(wake_at) => {}
         }
     }
 }
 
-fn render(e: WaitEntry) -> Entry {
+/// Which listed running jobs trigger `until` now, and when the next one
+/// could go quiet.
+fn check_until(
+    call: &Call,
+    ids: &[JobId],
+    until: &Until,
+) -> (HashMap<JobId, Trigger>, Option<Instant>) {
+    let table = call.app.jobs.table();
+    let mut triggers = HashMap::new();
+    let mut next_quiet: Option<Instant> = None;
+    let now = Instant::now();
+    for &id in ids {
+        if triggers.contains_key(&id) {
+            continue;
+        }
+        let found = table.with(id, |job| {
+            if job.state.is_queued() {
+                return (None, None);
+            }
+            if let Some(pattern) = &until.pattern {
+                for &stream in until.streams {
+                    let window = match stream {
+                        Stream::Stdout => &job.stdout,
+                        Stream::Stderr => &job.stderr,
+                    };
+                    let (start, bytes) = window.retained_from(until.from);
+                    if let Some(m) = pattern.find(&bytes) {
+                        return (
+                            Some(Trigger::Matched(Matched {
+                                stream: match stream {
+                                    Stream::Stdout => "stdout",
+                                    Stream::Stderr => "stderr",
+                                },
+                                offset: start + m.start() as u64,
+                                bytes: (m.end() - m.start()) as u64,
+                            })),
+                            None,
+                        );
+                    }
+                }
+            }
+            if let Some(quiet) = until.quiet {
+                let silent = now.saturating_duration_since(job.last_output);
+                if silent >= quiet {
+                    return (Some(Trigger::WentQuiet(silent.as_secs_f64())), None);
+                }
+                return (None, Some(job.last_output + quiet));
+            }
+            (None, None)
+        });
+        if let Some((trigger, quiet_at)) = found {
+            if let Some(t) = trigger {
+                triggers.insert(id, t);
+            }
+            if let Some(q) = quiet_at {
+                next_quiet = Some(next_quiet.map_or(q, |n| n.min(q)));
+            }
+        }
+    }
+    (triggers, next_quiet)
+}
+
+fn render(e: WaitEntry, rev: Revision, triggers: &HashMap<JobId, Trigger>) -> Entry {
     match e {
-        WaitEntry::Delivered(job) => Entry::Result(JobResult::delivered(&job)),
-        WaitEntry::Repeat(id, state) => Entry::Status(Status::of(id, &state)),
-        WaitEntry::Running(id) => Entry::Status(Status::running(id)),
+        WaitEntry::Delivered(job) => Entry::Result(JobResult::delivered(&job, rev)),
+        WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, rev)),
+        WaitEntry::Pending(l) => {
+            let status = Status::listed(&l, rev);
+            match triggers.get(&l.id) {
+                Some(Trigger::Matched(m)) => Entry::Triggered {
+                    status,
+                    matched: Some(*m),
+                    went_quiet: None,
+                },
+                Some(Trigger::WentQuiet(s)) => Entry::Triggered {
+                    status,
+                    matched: None,
+                    went_quiet: Some((s * 1000.0).round() / 1000.0),
+                },
+                None => Entry::Status(status),
+            }
+        }
     }
 }
