@@ -129,7 +129,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
     let jobs = &call.app.jobs;
     let spec = SpawnSpec {
         program: Program::Shell(req.command),
-        cwd: req.cwd,
+        cwd: req.cwd.into(),
         env: req.env,
     };
     let Started { id, stdin } = match jobs.start(&spec, req.capture.clone()) {
