@@ -19,6 +19,7 @@ mod capture;
 mod config;
 mod jobs;
 mod logging;
+mod policy;
 mod protocol;
 mod server;
 mod tools;
@@ -53,7 +54,17 @@ fn main() {
     for w in boot.warnings.iter().chain(&warnings) {
         tracing::warn!("{w}");
     }
-    let code = match run(boot, config) {
+    // Security settings fail closed (SPEC Part II): exit 2, naming them.
+    let policies = match Policies::from_config(&config) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("mcp-exec: {e}");
+            drop(_log_guard);
+            std::process::exit(2);
+        }
+    };
+    let code = match run(boot, config, policies) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!("{e}");
@@ -65,7 +76,23 @@ fn main() {
     std::process::exit(code);
 }
 
-fn run(boot: init::Boot, config: Config) -> std::io::Result<()> {
+/// The policies built from security settings.
+struct Policies {
+    cwd: policy::cwd::CwdPolicy,
+}
+
+impl Policies {
+    fn from_config(config: &Config) -> Result<Policies, String> {
+        Ok(Policies {
+            cwd: policy::cwd::CwdPolicy::from_settings(
+                config.allowed_cwds.as_deref(),
+                config.default_cwd.as_deref(),
+            )?,
+        })
+    }
+}
+
+fn run(boot: init::Boot, config: Config, policies: Policies) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -86,6 +113,7 @@ fn run(boot: init::Boot, config: Config) -> std::io::Result<()> {
         };
         let app = Arc::new(tools::App {
             jobs: jobs::Jobs::new(init, &settings),
+            cwd: policies.cwd,
             config,
         });
         let reason = server::run(app, events).await?;

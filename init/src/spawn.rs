@@ -5,8 +5,9 @@
 //! stderr as pipes whose other ends the caller owns (never the server's own
 //! stdio); no other descriptor (ours are created close-on-exec, and start-up
 //! marked inherited ones so); the signal mask and ignored set the server
-//! started with (see `Origin`); `cwd` as given or the server's; the
-//! server's environment with `env` layered on top.
+//! started with (see `Origin`); the working directory [`Cwd`] says (the
+//! server's, a path, or an open directory descriptor); the server's
+//! environment with `env` layered on top.
 //!
 //! Spawning uses `posix_spawnp` (vfork-style) rather than std's `Command`:
 //! std does not reset the signal mask, so it would need a `pre_exec` hook to
@@ -30,6 +31,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use nix::sys::signal::SigSet;
 use tokio::sync::oneshot;
@@ -82,13 +84,41 @@ pub enum Program {
     Argv(Vec<OsString>),
 }
 
+/// Where a job starts.
+#[derive(Debug, Clone, Default)]
+pub enum Cwd {
+    /// The server's working directory.
+    #[default]
+    Inherit,
+    /// A directory by path (relative ones to the server's working
+    /// directory), changed to in the child with `chdir`. It is checked
+    /// before the spawn so that a bad one is a [`SpawnError::Chdir`] naming
+    /// it; the check and the child's `chdir` are two lookups, so a path
+    /// that is replaced in between is followed to wherever it then leads.
+    Path(PathBuf),
+    /// An open directory, changed to in the child with `fchdir` before
+    /// `exec`: the job starts in exactly the directory that was opened,
+    /// whatever has been renamed or replaced by a symlink since. Open it
+    /// close-on-exec (std and rustix always do; `O_PATH` is enough), or the
+    /// job inherits the descriptor. Shared (`Arc`) so that a
+    /// [`SpawnSpec`] stays cheap to clone; the spawn only borrows it.
+    Dir(Arc<OwnedFd>),
+}
+
+/// `None` is [`Cwd::Inherit`], `Some(path)` is [`Cwd::Path`].
+impl From<Option<PathBuf>> for Cwd {
+    fn from(cwd: Option<PathBuf>) -> Cwd {
+        cwd.map_or(Cwd::Inherit, Cwd::Path)
+    }
+}
+
 /// A job to start.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
     /// The program.
     pub program: Program,
-    /// Working directory; `None` = the server's.
-    pub cwd: Option<PathBuf>,
+    /// Working directory.
+    pub cwd: Cwd,
     /// Variables layered over the server's environment.
     pub env: Vec<(OsString, OsString)>,
 }
@@ -98,7 +128,7 @@ impl SpawnSpec {
     pub fn shell(command: impl Into<String>) -> SpawnSpec {
         SpawnSpec {
             program: Program::Shell(command.into()),
-            cwd: None,
+            cwd: Cwd::Inherit,
             env: Vec::new(),
         }
     }
@@ -261,9 +291,11 @@ impl Init {
             .collect::<Result<Vec<_>, _>>()?;
         let entries = override_entries(&spec.env)?;
         let envp = environment(&spec.env, &entries);
+        let path_cwd;
         let cwd = match &spec.cwd {
-            None => None,
-            Some(cwd) => {
+            Cwd::Inherit => crate::sys::Chdir::Inherit,
+            Cwd::Dir(fd) => crate::sys::Chdir::Fd(fd.as_fd()),
+            Cwd::Path(cwd) => {
                 // Checked here so the error can name the directory: a failed
                 // chdir in the child would only come back as a bare errno.
                 match std::fs::metadata(cwd) {
@@ -281,7 +313,8 @@ impl Init {
                         });
                     }
                 }
-                Some(cstring(cwd.as_os_str(), "the working directory")?)
+                path_cwd = cstring(cwd.as_os_str(), "the working directory")?;
+                crate::sys::Chdir::Path(&path_cwd)
             }
         };
         let (stdin_r, stdin_w) = pipe()?;
@@ -292,7 +325,7 @@ impl Init {
             program: &program,
             argv: &argv,
             envp: &envp,
-            cwd: cwd.as_deref(),
+            cwd,
             stdio: [stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()],
             sigmask: &origin.mask,
             sigdefault: &origin.sigdefault,

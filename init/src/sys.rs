@@ -5,7 +5,7 @@
 //! signal numbers including real-time ones (`kill`), querying a disposition
 //! glibc refuses to touch (`rt_sigaction`), close-on-exec by range
 //! (`close_range`, `fcntl`), glibc's allocator knobs (`mallopt`,
-//! `malloc_trim`), `posix_spawnp`, and tokio's `AsyncFd::register`. The
+//! `malloc_trim`), `posix_spawnp` (with `chdir`/`fchdir` file actions), and tokio's `AsyncFd::register`. The
 //! policy (which signals, which thresholds, why) lives with the callers.
 //! Every `unsafe` block names the invariant it relies on.
 #![expect(unsafe_code, reason = "the one module that talks to libc directly")]
@@ -96,6 +96,18 @@ pub(crate) fn fcntl_setfd_cloexec(fd: i32) -> io::Result<()> {
     }
 }
 
+/// The working directory a [`posix_spawnp`] child changes to.
+#[derive(Clone, Copy)]
+pub(crate) enum Chdir<'a> {
+    /// None: it keeps ours.
+    Inherit,
+    /// `chdir(path)` (`addchdir_np`, glibc 2.29).
+    Path(&'a CStr),
+    /// `fchdir(fd)` (`addfchdir_np`, glibc 2.29). The descriptor is
+    /// close-on-exec, so the child's copy closes at `exec`.
+    Fd(BorrowedFd<'a>),
+}
+
 /// What [`posix_spawnp`] starts.
 pub(crate) struct SpawnArgs<'a> {
     /// The program, looked up in `PATH` when it has no `/`.
@@ -105,7 +117,7 @@ pub(crate) struct SpawnArgs<'a> {
     /// Its complete environment (`NAME=value`).
     pub(crate) envp: &'a [&'a CStr],
     /// Directory to change to in the child.
-    pub(crate) cwd: Option<&'a CStr>,
+    pub(crate) cwd: Chdir<'a>,
     /// Descriptors that become the child's 0, 1 and 2.
     pub(crate) stdio: [BorrowedFd<'a>; 3],
     /// The child's signal mask.
@@ -121,7 +133,9 @@ pub(crate) struct SpawnArgs<'a> {
 /// The child gets a new process group (`POSIX_SPAWN_SETPGROUP`, pgid = its
 /// pid), `sigmask` (`SETSIGMASK`) and `SIG_DFL` for `sigdefault`
 /// (`SETSIGDEF`); every other disposition is inherited unchanged. `stdio` is
-/// dup'ed onto 0/1/2, and `cwd` is changed to (`addchdir_np`, glibc 2.29).
+/// dup'ed onto 0/1/2, and `cwd` is changed to (`addchdir_np` or
+/// `addfchdir_np`, glibc 2.29) before those dups, so that a directory
+/// descriptor numbered below 3 is used before a dup replaces it.
 /// An exec failure comes back as the error, after glibc has reaped the
 /// failed child (the caller holds the reaper's lock).
 pub(crate) fn posix_spawnp(args: &SpawnArgs<'_>) -> io::Result<i32> {
@@ -206,23 +220,33 @@ pub(crate) fn posix_spawnp(args: &SpawnArgs<'_>) -> io::Result<i32> {
     let fa = actions.0.as_mut_ptr();
     // SAFETY: `a` and `fa` are initialised objects owned by this frame; the
     // sigsets are valid for the calls; the descriptors are open (borrowed for
-    // the duration of the call); `cwd`, `program`, argv and envp are
-    // NUL-terminated strings kept alive by `args` and the two pointer
-    // vectors, which are NULL-terminated.
+    // the duration of the call, the cwd's too: glibc records only its
+    // number, which the borrow keeps open until posix_spawnp has returned);
+    // `cwd`, `program`, argv and envp are NUL-terminated strings kept alive
+    // by `args` and the two pointer vectors, which are NULL-terminated.
     unsafe {
         check(libc::posix_spawnattr_setflags(a, flags as libc::c_short))?;
         check(libc::posix_spawnattr_setpgroup(a, 0))?;
         check(libc::posix_spawnattr_setsigmask(a, args.sigmask.as_ref()))?;
         check(libc::posix_spawnattr_setsigdefault(a, &sigdefault))?;
+        match args.cwd {
+            Chdir::Inherit => {}
+            Chdir::Path(cwd) => {
+                check(libc::posix_spawn_file_actions_addchdir_np(fa, cwd.as_ptr()))?;
+            }
+            Chdir::Fd(fd) => {
+                check(libc::posix_spawn_file_actions_addfchdir_np(
+                    fa,
+                    fd.as_raw_fd(),
+                ))?;
+            }
+        }
         for (fd, target) in args.stdio.iter().zip(0..) {
             check(libc::posix_spawn_file_actions_adddup2(
                 fa,
                 fd.as_raw_fd(),
                 target,
             ))?;
-        }
-        if let Some(cwd) = args.cwd {
-            check(libc::posix_spawn_file_actions_addchdir_np(fa, cwd.as_ptr()))?;
         }
         let mut pid: libc::pid_t = 0;
         check(libc::posix_spawnp(

@@ -487,6 +487,38 @@ impl Drop for TempDir {
 }
 
 #[test]
+fn a_job_started_by_directory_descriptor_runs_in_that_directory_and_does_not_inherit_it() {
+    let tmp = TempDir::new("cwd");
+    let dir = tmp.0.display().to_string();
+    let out = Running::probe(&["cwd", &dir]).finish(Duration::from_secs(20));
+    out.assert_completed();
+    // Resolved like `pwd -P` does: the temp dir itself may be behind a symlink.
+    let renamed = std::fs::canonicalize(tmp.0.join("renamed")).expect("canonical temp dir");
+    let renamed = renamed.display().to_string();
+    assert_eq!(
+        out.get("by_fd_pwd"),
+        renamed,
+        "the job must start in the opened directory, which was renamed after it was opened"
+    );
+    assert_eq!(
+        out.get("by_fd_fd"),
+        "closed",
+        "the directory descriptor leaked into the job"
+    );
+    assert_eq!(out.get("by_fd"), "exited:0");
+    assert_eq!(out.get("by_path_pwd"), renamed);
+    assert_eq!(out.get("by_path"), "exited:0");
+    assert_eq!(
+        out.get("missing"),
+        format!("chdir {dir}/missing: no such file or directory")
+    );
+    assert_eq!(
+        out.get("file"),
+        format!("chdir {dir}/file: not a directory")
+    );
+}
+
+#[test]
 fn as_pid_1_sigusr1_from_outside_reaches_a_running_jobs_group() {
     if !pid_namespace_available() {
         return;

@@ -32,7 +32,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
 use crate::capture::CapturePolicy;
-pub use state::{Cause, JobId, Outcome, Pending, Stream};
+pub use state::{Cause, JobId, JobState, Outcome, Pending, Stream};
 pub use table::{Claim, Job, JobTable, QueueFull, StdinSlot, WaitEntry};
 
 /// How long to wait for SIGKILL to take effect after a grace.
@@ -169,6 +169,28 @@ impl Jobs {
             }),
             None => Ok(Submitted::Failed { id }),
         }
+    }
+
+    /// A job that cannot start at all (its `cwd` is unusable): it gets an
+    /// id and a terminal `NotStarted` state but never enters the table, so
+    /// the caller delivers it at once.
+    pub fn not_started(&self, capture: CapturePolicy, label: Option<String>, error: String) -> Job {
+        let mut job = Job::queued(
+            self.shared.table.next_id(),
+            Pending {
+                spec: init::SpawnSpec::shell(""),
+                stdin: None,
+                close_stdin: false,
+                timeout: None,
+                idle_timeout: None,
+            },
+            capture,
+            label,
+            0,
+        );
+        tracing::info!(job = %job.id, %error, "job failed to start");
+        job.state = JobState::NotStarted { error };
+        job
     }
 
     /// Waits until job `id` is terminal, it leaves the table, or `deadline`.

@@ -8,12 +8,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::jobs::Jobs;
+use crate::policy::cwd::CwdPolicy;
 use crate::protocol::version::Revision;
 
-/// The state every session shares: the job service and the settings.
+/// The state every session shares: the job service, the policies and the
+/// settings.
 pub struct App {
     /// The job service (process-wide table, spawning, signalling).
     pub jobs: Jobs,
+    /// Where jobs may start (SPEC §12.5).
+    pub cwd: CwdPolicy,
     /// Settings.
     pub config: Config,
 }

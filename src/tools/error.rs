@@ -24,6 +24,9 @@ pub enum ToolError {
         /// Jobs queued.
         queued: usize,
     },
+    /// A `cwd` outside the allowed directories (SPEC §12.5).
+    #[error("{0}")]
+    CwdRefused(String),
     /// `input` to a job still waiting in the queue.
     #[error("job \"{0}\" has not started")]
     NotStarted(JobId),

@@ -12,7 +12,6 @@
 //!   `{job_id, state, stdin_error}` and keeps the job.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use init::{Program, SpawnSpec};
@@ -27,6 +26,7 @@ use crate::capture::CapturePolicy;
 use crate::jobs::result::{JobResult, Status};
 use crate::jobs::state::Phase;
 use crate::jobs::{Awaited, Claim, JobId, Pending, Submitted};
+use crate::policy::cwd::Refusal;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -104,7 +104,7 @@ const MAX_LABEL: usize = 200;
 
 struct Request {
     program: Program,
-    cwd: Option<PathBuf>,
+    cwd: Option<String>,
     env: Vec<(OsString, OsString)>,
     stdin: Option<String>,
     close_stdin: bool,
@@ -196,7 +196,7 @@ fn parse(a: &Args, call: &Call) -> Result<Request, ToolError> {
         program,
         cwd: args::opt_str(a, "cwd")?
             .filter(|s| !s.is_empty())
-            .map(PathBuf::from),
+            .map(str::to_owned),
         env,
         stdin: args::opt_str(a, "stdin")?.map(str::to_owned),
         close_stdin: args::opt_bool(a, "close_stdin")?,
@@ -254,12 +254,20 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
     let req = parse(a, call)?;
     let jobs = &call.app.jobs;
     let rev = call.revision;
+    let cwd = match call.app.cwd.resolve(req.cwd.as_deref()) {
+        Ok(cwd) => cwd,
+        Err(Refusal::Outside(why)) => return Err(ToolError::CwdRefused(why).into()),
+        Err(Refusal::Unusable(why)) => {
+            let job = jobs.not_started(req.capture, req.label, why);
+            return Ok(Payload::object(JobResult::delivered(&job, rev)));
+        }
+    };
     let submitted = jobs
         .submit(crate::jobs::Request {
             pending: Pending {
                 spec: SpawnSpec {
                     program: req.program,
-                    cwd: req.cwd,
+                    cwd,
                     env: req.env,
                 },
                 stdin: req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes),

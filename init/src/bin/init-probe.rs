@@ -36,7 +36,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use init::{
-    Escalation, Event, ExitStatus, ExitWatch, Init, Phase, Pid, Program, Signal, SpawnSpec,
+    Cwd, Escalation, Event, ExitStatus, ExitWatch, Init, Phase, Pid, Program, Signal, SpawnSpec,
     Spawned, Step,
 };
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -86,6 +86,7 @@ fn main() -> ExitCode {
             "orphans" => orphans(&init).await,
             "coalesced-sigchld" => coalesced_sigchld(&init).await,
             "signal-state" => signal_state(&init).await,
+            "cwd" => cwd(&init, rest).await,
             "group-kill" => group_kill(&init).await,
             "escalate-term-ignored" => escalate_term_ignored(&init).await,
             "escalate-term-enough" => escalate_term_enough(&init).await,
@@ -204,7 +205,7 @@ fn orphan_maker_spec(count: usize, secs: &str) -> SpawnSpec {
             count.to_string().into(),
             secs.into(),
         ]),
-        cwd: None,
+        cwd: Cwd::Inherit,
         env: Vec::new(),
     }
 }
@@ -243,7 +244,7 @@ fn orphan_maker(args: &[String]) -> ExitCode {
 async fn exit_immediately(init: &Init) {
     let spec = SpawnSpec {
         program: Program::Argv(vec![OsString::from("true")]),
-        cwd: None,
+        cwd: Cwd::Inherit,
         env: Vec::new(),
     };
     let mut arrived = 0;
@@ -340,6 +341,63 @@ async fn signal_state(init: &Init) {
     println!("job_sigblk={}", status_field(&text, "SigBlk"));
     println!("job_sigign={}", status_field(&text, "SigIgn"));
     println!("job={}", await_status(spawned.exit).await);
+}
+
+/// Args: `DIR` (an empty directory). Opens `DIR/opened` as an `O_PATH`
+/// descriptor, renames it to `DIR/renamed`, and starts jobs there by
+/// descriptor and by path. Lines: `dir_fd=N`; `by_fd_pwd=P`,
+/// `by_fd_fd=open|closed` (whether the job has descriptor N),
+/// `by_fd=S`; `by_path_pwd=P`, `by_path=S`; `missing=E` (the start error
+/// of a path that does not exist); `file=E` (of a path that is a file).
+async fn cwd(init: &Init, args: &[String]) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::Arc;
+
+    let dir = std::path::Path::new(args.first().expect("usage: cwd DIR"));
+    std::fs::create_dir(dir.join("opened")).expect("creating DIR/opened");
+    let fd: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY)
+        .open(dir.join("opened"))
+        .expect("opening DIR/opened")
+        .into();
+    std::fs::rename(dir.join("opened"), dir.join("renamed")).expect("renaming DIR/opened");
+    let n = fd.as_raw_fd();
+    println!("dir_fd={n}");
+
+    let script = format!("pwd -P; if [ -e /proc/$$/fd/{n} ]; then echo open; else echo closed; fi");
+    let mut spec = SpawnSpec::shell(script);
+    spec.cwd = Cwd::Dir(Arc::new(fd));
+    let spawned = init.spawn(&spec).expect("spawning the job by descriptor");
+    let mut text = String::new();
+    File::from(spawned.stdout)
+        .read_to_string(&mut text)
+        .expect("reading the job's output");
+    let mut lines = text.lines();
+    println!("by_fd_pwd={}", lines.next().unwrap_or(""));
+    println!("by_fd_fd={}", lines.next().unwrap_or(""));
+    println!("by_fd={}", await_status(spawned.exit).await);
+
+    let mut spec = SpawnSpec::shell("pwd -P");
+    spec.cwd = Cwd::Path(dir.join("renamed"));
+    let spawned = init.spawn(&spec).expect("spawning the job by path");
+    let mut text = String::new();
+    File::from(spawned.stdout)
+        .read_to_string(&mut text)
+        .expect("reading the job's output");
+    println!("by_path_pwd={}", text.trim_end());
+    println!("by_path={}", await_status(spawned.exit).await);
+
+    std::fs::write(dir.join("file"), "").expect("creating DIR/file");
+    for (key, path) in [("missing", "missing"), ("file", "file")] {
+        let mut spec = SpawnSpec::shell("true");
+        spec.cwd = Cwd::Path(dir.join(path));
+        match init.spawn(&spec) {
+            Ok(_) => println!("{key}=started"),
+            Err(e) => println!("{key}={e}"),
+        }
+    }
 }
 
 fn status_field<'a>(status: &'a str, key: &str) -> &'a str {
