@@ -410,8 +410,10 @@ mod tests {
         std::fs::canonicalize(p).expect("canonicalising")
     }
 
-    fn outside(cwd: &str, roots: &str) -> String {
-        format!("cwd {cwd:?} is outside the allowed directories ({roots})")
+    fn outside(cwd: &str, roots: &str) -> Refusal {
+        Refusal::Outside(format!(
+            "cwd {cwd:?} is outside the allowed directories ({roots})"
+        ))
     }
 
     #[test]
@@ -538,12 +540,12 @@ mod tests {
         let nope = t.path("nope");
         assert_eq!(
             p.resolve(Some(&nope)).unwrap_err(),
-            format!("chdir {nope}: no such file or directory")
+            Refusal::Unusable(format!("chdir {nope}: no such file or directory"))
         );
         let file = t.path("file");
         assert_eq!(
             p.resolve(Some(&file)).unwrap_err(),
-            format!("chdir {file}: not a directory")
+            Refusal::Unusable(format!("chdir {file}: not a directory"))
         );
         // Outside every root, only "outside" is said.
         assert_eq!(
