@@ -43,3 +43,6 @@ mod golden;
 
 /// The process tools a job finds in every target (pgrep, pkill).
 mod images;
+
+/// Bounded execution (SPEC §12): argv, deadlines, yielding, the queue, labels, breaker, wait until.
+mod bounded;
