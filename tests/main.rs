@@ -46,3 +46,6 @@ mod images;
 
 /// Bounded execution (SPEC §12): argv, deadlines, yielding, the queue, labels, breaker, wait until.
 mod bounded;
+
+/// The cwd policy and secret redaction (SPEC §12.5, §12.6) end to end.
+mod policy;
