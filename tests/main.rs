@@ -43,3 +43,9 @@ mod golden;
 
 /// The process tools a job finds in every target (pgrep, pkill).
 mod images;
+
+/// Bounded execution (SPEC §12): argv, deadlines, yielding, the queue, labels, breaker, wait until.
+mod bounded;
+
+/// The cwd policy and secret redaction (SPEC §12.5, §12.6) end to end.
+mod policy;

@@ -29,6 +29,10 @@ use serde_json::{Value, json};
 /// Default time allowed for one response.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The latest protocol revision: the one Part II tests run in unless they
+/// are about revision gating.
+pub const LATEST: &str = "2025-11-25";
+
 /// Where the server under test runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -240,6 +244,14 @@ impl Server {
     pub fn started_with_env(target: Target, env: &[(&str, &str)]) -> Server {
         let mut s = Server::start_with_env(target, env);
         s.initialize("2024-11-05");
+        s
+    }
+
+    /// Starts with env and initializes with protocol `revision` (Part II
+    /// behaviour appears from 2025-03-26 on; see [`LATEST`]).
+    pub fn started_in(target: Target, env: &[(&str, &str)], revision: &str) -> Server {
+        let mut s = Server::start_with_env(target, env);
+        s.initialize(revision);
         s
     }
 
@@ -563,5 +575,77 @@ impl Server {
             self.target,
             self.stderr.lock().unwrap()
         );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Helpers for tests/bounded.rs and tests/policy.rs.
+// ---------------------------------------------------------------------------
+
+impl Server {
+    /// Starts `target` with its soft and hard `RLIMIT_NOFILE` lowered to
+    /// `nofile` from the start: `prlimit` execs the binary (the bare target;
+    /// inside `unshare` for the PID 1 target, so the binary is still PID 1),
+    /// and `podman run --ulimit` for the containers. (Giving podman one
+    /// `--ulimit` replaces `default_ulimits` of containers.conf, whose
+    /// `nproc` runc needs here, so that one is repeated.)
+    pub fn start_with_nofile(target: Target, env: &[(&str, &str)], nofile: u32) -> Server {
+        let limit = format!("--nofile={nofile}:{nofile}");
+        match target {
+            Target::Bare | Target::Pid1 => {
+                let mut command = if target == Target::Pid1 {
+                    let mut c = Command::new("unshare");
+                    c.args(["--pid", "--fork", "--mount-proc", "prlimit"]);
+                    c
+                } else {
+                    Command::new("prlimit")
+                };
+                command
+                    .args([limit.as_str(), "--", binary()])
+                    .envs(env.iter().copied());
+                Server::spawn(target, command, container_name())
+            }
+            Target::Scratch | Target::Tini => {
+                let ulimit = format!("nofile={nofile}:{nofile}");
+                Server::start_with_args(
+                    target,
+                    env,
+                    &["--ulimit", &ulimit, "--ulimit", "nproc=4096:4096"],
+                )
+            }
+        }
+    }
+
+    /// Starts `target` so that the host file `path` is readable at the same
+    /// path inside it (a read-only bind mount for the containers).
+    pub fn start_with_host_file(target: Target, env: &[(&str, &str)], path: &str) -> Server {
+        if target.is_container() {
+            let volume = format!("{path}:{path}:ro");
+            Server::start_with_args(target, env, &["-v", &volume])
+        } else {
+            Server::start_with_env(target, env)
+        }
+    }
+}
+
+/// A host path unique to this test process, removed (file or directory
+/// tree) when dropped.
+pub struct HostPath(pub String);
+
+impl HostPath {
+    /// `/tmp/mcp-exec-test-<what>-<pid>-<n>`; nothing is created.
+    pub fn new(what: &str) -> HostPath {
+        HostPath(format!(
+            "/tmp/mcp-exec-test-{what}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+}
+
+impl Drop for HostPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_file(&self.0);
     }
 }
