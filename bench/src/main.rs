@@ -16,12 +16,14 @@
 //!
 //! Layout: [`client`] speaks JSON-RPC over the pipes, [`baseline`] measures
 //! the machine, [`scenarios`] measures the server, [`report`] compares them,
-//! [`stats`] holds the statistics.
+//! [`stats`] holds the statistics, [`smaps`] breaks the idle RSS down by
+//! mapping, and [`sys`] holds the harness's only `unsafe` (two libc calls).
 
 mod baseline;
 mod client;
 mod report;
 mod scenarios;
+mod smaps;
 mod stats;
 mod sys;
 
@@ -398,6 +400,8 @@ fn run(o: &Options) -> Result<(), Error> {
         mib(idle_end.rss_kib),
         Some(("≤ 2 MiB", 2.0)),
     ));
+    let idle_maps = smaps::of(server.pid())?;
+    notes.insert("idle_end_smaps".into(), smaps::json(&idle_maps));
     for (key, m) in [("idle_init", &idle_init), ("idle_end", &idle_end)] {
         notes.insert(
             format!("{key}_kib"),
@@ -409,6 +413,10 @@ fn run(o: &Options) -> Result<(), Error> {
 
     let table = report::markdown(&figures);
     println!("{table}");
+    println!(
+        "idle RSS after all scenarios by mapping (KiB resident, of KiB mapped): {}\n",
+        smaps::summary(&idle_maps)
+    );
     println!(
         "load average (1 min): {} at start, {} at end; {} CPUs",
         load_start.map_or("?".into(), |l| format!("{l:.2}")),
