@@ -107,11 +107,30 @@ impl PosixSpawn {
         let status = sys::spawn_wait(&self.argv)
             .map_err(|e| Error(format!("baseline posix_spawn of sh -c true: {e}")))?;
         let took = t0.elapsed();
-        if status != 0 {
-            return Err(Error(format!(
-                "baseline posix_spawn: sh -c true ended with wait status {status:#x}"
-            )));
-        }
+        exited_zero(status, "posix_spawn")?;
         Ok(took)
+    }
+
+    /// The same spawn with the server's operating-system path around it (see
+    /// [`sys::PipedSpawner`]): the time from just before the first `pipe2` to
+    /// the child reaped and both output pipes at EOF.
+    pub fn run_piped(&self, spawner: &sys::PipedSpawner) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        let status = spawner
+            .run(&self.argv)
+            .map_err(|e| Error(format!("baseline piped posix_spawn of sh -c true: {e}")))?;
+        let took = t0.elapsed();
+        exited_zero(status, "piped posix_spawn")?;
+        Ok(took)
+    }
+}
+
+fn exited_zero(status: libc::c_int, what: &str) -> Result<(), Error> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(Error(format!(
+            "baseline {what}: sh -c true ended with wait status {status:#x}"
+        )))
     }
 }

@@ -229,8 +229,9 @@ fn run(o: &Options) -> Result<(), Error> {
     }
     if o.wants("rtt_spawn") {
         eprintln!(
-            "bench: rtt vs posix_spawn ({} rounds of {} spawns, {} ping+execute, {} spawns)",
-            plan.spawn_rounds, plan.spawn_batch, plan.spawn_batch, plan.spawn_batch
+            "bench: rtt vs posix_spawn ({} rounds of {n} spawns, {n} piped spawns, {n} ping+execute, {n} piped spawns, {n} spawns)",
+            plan.spawn_rounds,
+            n = plan.spawn_batch
         );
         let s = scenarios::rtt_spawn(&mut server, plan.spawn_rounds, plan.spawn_batch)?;
         let ping = s.ping.median();
@@ -244,6 +245,20 @@ fn run(o: &Options) -> Result<(), Error> {
             )
             .with_ratio_target("median ≤ 1.3× posix_spawn", 1.3),
         );
+        figures.push(Figure::latency_vs(
+            "rtt_spawn_piped",
+            "  the same spawn with the server's pipes and epoll/pidfd reaping (libc, one thread)",
+            &s.piped,
+            &s.baseline,
+            "posix_spawn+waitpid",
+        ));
+        figures.push(Figure::latency_vs(
+            "rtt_spawn_vs_piped",
+            "  execute `true` − median ping rtt, against that piped spawn",
+            &s.execute_net(),
+            &s.piped,
+            "piped spawn (same rounds)",
+        ));
         figures.push(Figure::latency(
             "rtt_spawn_execute",
             "  execute `true` rtt, whole (same rounds)",

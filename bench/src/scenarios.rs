@@ -140,6 +140,9 @@ pub fn rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
 pub struct SpawnRtt {
     /// `posix_spawn` + `waitpid` of `/bin/sh -c true` straight from libc.
     pub baseline: Samples,
+    /// The same spawn with the server's pipes, epoll registration and
+    /// event-driven reaping around it ([`crate::sys::PipedSpawner`]).
+    pub piped: Samples,
     /// Blocking `execute` of `true`, the whole rtt.
     pub execute: Samples,
     /// `ping`, one before each `execute`: the transport and the session
@@ -161,16 +164,22 @@ impl SpawnRtt {
 }
 
 /// The spawn cost against the bare libc loop: `rounds` × (a batch of
-/// `posix_spawn`+`waitpid`, a batch of `ping` + `execute true` pairs, another
-/// batch of the baseline). Batches rather than single samples keep each
-/// side's caches warm; the baseline on both sides of every server batch
-/// makes a change of load hit both alike.
+/// `posix_spawn`+`waitpid`, a batch of the piped spawn, a batch of `ping` +
+/// `execute true` pairs, then the two baselines again in reverse order).
+/// Batches rather than single samples keep each side's caches warm; the
+/// baselines on both sides of every server batch make a change of load hit
+/// all three alike.
 pub fn rtt_spawn(server: &mut Server, rounds: usize, batch: usize) -> Result<SpawnRtt, Error> {
     let spawn = baseline::PosixSpawn::default();
+    let piped = crate::sys::PipedSpawner::new()
+        .map_err(|e| Error(format!("baseline piped spawn: epoll_create1: {e}")))?;
     let mut out = SpawnRtt::default();
     for _ in 0..rounds {
         for _ in 0..batch {
             out.baseline.push_ms(spawn.run()?);
+        }
+        for _ in 0..batch {
+            out.piped.push_ms(spawn.run_piped(&piped)?);
         }
         for _ in 0..batch {
             let cpu0 = server.cpu_time()?;
@@ -183,6 +192,9 @@ pub fn rtt_spawn(server: &mut Server, rounds: usize, batch: usize) -> Result<Spa
             out.execute.push_ms(took);
             out.ping_cpu.push_us(cpu1.saturating_sub(cpu0));
             out.execute_cpu.push_us(cpu2.saturating_sub(cpu1));
+        }
+        for _ in 0..batch {
+            out.piped.push_ms(spawn.run_piped(&piped)?);
         }
         for _ in 0..batch {
             out.baseline.push_ms(spawn.run()?);
