@@ -1,17 +1,19 @@
 //! The physical baselines: what the machine itself does for each figure,
 //! measured from a tight Rust loop in the same run as the server.
 //!
-//! The spawn baselines use `std::process::Command` with no `pre_exec` hook,
-//! so std takes its `posix_spawn` path (glibc: `clone(CLONE_VM|CLONE_VFORK)`):
-//! the cheapest way a process can start another. Every baseline child gets
-//! `/dev/null` for stdin, stdout and stderr, so no terminal or pipe of ours is
-//! involved.
+//! Most spawn baselines use `std::process::Command` with no `pre_exec` hook,
+//! so std takes its `posix_spawn` path (glibc: `clone(CLONE_VM|CLONE_VFORK)`);
+//! those children get `/dev/null` for stdin, stdout and stderr, so no
+//! terminal or pipe of ours is involved. [`PosixSpawn`] is the bare libc call
+//! with nothing of std around it: the cheapest way a process can start
+//! another, and the baseline of the `rtt_spawn` figure.
 
+use std::ffi::CString;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::Error;
+use crate::{Error, sys};
 
 fn quiet(cmd: &mut Command) -> &mut Command {
     cmd.stdin(Stdio::null())
@@ -75,4 +77,60 @@ pub fn burst(jobs: usize) -> Result<Duration, Error> {
         }
     }
     Ok(t0.elapsed())
+}
+
+/// `posix_spawn` + `waitpid` of `/bin/sh -c true`, called straight into libc
+/// the way a minimal C program does it (see [`crate::sys::spawn_wait`]): no
+/// attributes, no file actions, the caller's environment and stdio. This is
+/// the spawn loop the 1.3× target compares the server against; std's
+/// `Command` (see [`spawn_true`]) does more per spawn (a CLOEXEC pipe to report
+/// exec errors, `/dev/null` opens, signal-mask handling), so it is a slower,
+/// easier baseline.
+pub struct PosixSpawn {
+    argv: [CString; 3],
+}
+
+/// The argument strings are made once, as a C program would have them static.
+impl Default for PosixSpawn {
+    fn default() -> PosixSpawn {
+        PosixSpawn {
+            argv: [c"/bin/sh".into(), c"-c".into(), c"true".into()],
+        }
+    }
+}
+
+impl PosixSpawn {
+    /// One spawn + wait; the time from just before `posix_spawn` to the return
+    /// of `waitpid`.
+    pub fn run(&self) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        let status = sys::spawn_wait(&self.argv)
+            .map_err(|e| Error(format!("baseline posix_spawn of sh -c true: {e}")))?;
+        let took = t0.elapsed();
+        exited_zero(status, "posix_spawn")?;
+        Ok(took)
+    }
+
+    /// The same spawn with the server's operating-system path around it (see
+    /// [`sys::PipedSpawner`]): the time from just before the first `pipe2` to
+    /// the child reaped and both output pipes at EOF.
+    pub fn run_piped(&self, spawner: &sys::PipedSpawner) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        let status = spawner
+            .run(&self.argv)
+            .map_err(|e| Error(format!("baseline piped posix_spawn of sh -c true: {e}")))?;
+        let took = t0.elapsed();
+        exited_zero(status, "piped posix_spawn")?;
+        Ok(took)
+    }
+}
+
+fn exited_zero(status: libc::c_int, what: &str) -> Result<(), Error> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(Error(format!(
+            "baseline {what}: sh -c true ended with wait status {status:#x}"
+        )))
+    }
 }

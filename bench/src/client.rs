@@ -37,6 +37,10 @@ pub struct Memory {
     pub rss_kib: u64,
     /// High-water mark of the resident set since start or the last reset.
     pub hwm_kib: u64,
+    /// The anonymous part of `rss_kib` (heap, stacks, buffers).
+    pub anon_kib: u64,
+    /// The file-backed part of `rss_kib` (the binary's pages).
+    pub file_kib: u64,
 }
 
 /// Deadline shared with the watchdog: 0 = disarmed, else nanoseconds since `epoch`.
@@ -283,6 +287,12 @@ impl Server {
         ))
     }
 
+    /// CPU time the server (all its threads, not its children) has used so far.
+    pub fn cpu_time(&self) -> Result<Duration, Error> {
+        crate::sys::process_cpu_time(self.pid())
+            .map_err(|e| Error(format!("reading the server's CPU clock: {e}")))
+    }
+
     /// Memory figures of the server now.
     pub fn memory(&self) -> Result<Memory, Error> {
         memory_of(self.pid())
@@ -458,5 +468,7 @@ pub fn memory_of(pid: u32) -> Result<Memory, Error> {
     Ok(Memory {
         rss_kib: field("VmRSS:")?,
         hwm_kib: field("VmHWM:")?,
+        anon_kib: field("RssAnon:")?,
+        file_kib: field("RssFile:")?,
     })
 }

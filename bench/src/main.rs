@@ -16,13 +16,16 @@
 //!
 //! Layout: [`client`] speaks JSON-RPC over the pipes, [`baseline`] measures
 //! the machine, [`scenarios`] measures the server, [`report`] compares them,
-//! [`stats`] holds the statistics.
+//! [`stats`] holds the statistics, [`smaps`] breaks the idle RSS down by
+//! mapping, and [`sys`] holds the harness's only `unsafe` (two libc calls).
 
 mod baseline;
 mod client;
 mod report;
 mod scenarios;
+mod smaps;
 mod stats;
+mod sys;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -61,10 +64,12 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 9] = [
     "size",
     "startup",
     "rtt",
+    "rtt_spawn",
+    "tools_list",
     "throughput",
     "burst",
     "delivery",
@@ -206,7 +211,7 @@ fn run(o: &Options) -> Result<(), Error> {
     let mut server = client::Server::spawn(&binary)?;
     server.initialize(&o.protocol, Duration::from_secs(30))?;
     std::thread::sleep(Duration::from_millis(50));
-    let idle_init = server.memory()?.rss_kib;
+    let idle_init = server.memory()?;
 
     if o.wants("rtt") {
         eprintln!("bench: rtt ({} sequential execute of `true`)", plan.rtt);
@@ -221,6 +226,93 @@ fn run(o: &Options) -> Result<(), Error> {
             )
             .with_ratio_targets("median ≤ 1.3×, p99 ≤ 3× baseline", 1.3, 3.0),
         );
+    }
+    if o.wants("rtt_spawn") {
+        eprintln!(
+            "bench: rtt vs posix_spawn ({} rounds of {n} spawns, {n} piped spawns, {n} ping+execute, {n} piped spawns, {n} spawns)",
+            plan.spawn_rounds,
+            n = plan.spawn_batch
+        );
+        let s = scenarios::rtt_spawn(&mut server, plan.spawn_rounds, plan.spawn_batch)?;
+        let ping = s.ping.median();
+        figures.push(
+            Figure::latency_vs(
+                "rtt_spawn_net",
+                "rtt: execute `true` − median ping rtt",
+                &s.execute_net(),
+                &s.baseline,
+                "posix_spawn+waitpid of /bin/sh -c true (libc, interleaved)",
+            )
+            .with_ratio_target("median ≤ 1.3× posix_spawn", 1.3),
+        );
+        figures.push(Figure::latency_vs(
+            "rtt_spawn_piped",
+            "  the same spawn with the server's pipes and epoll/pidfd reaping (libc, one thread)",
+            &s.piped,
+            &s.baseline,
+            "posix_spawn+waitpid",
+        ));
+        figures.push(Figure::latency_vs(
+            "rtt_spawn_vs_piped",
+            "  execute `true` − median ping rtt, against that piped spawn",
+            &s.execute_net(),
+            &s.piped,
+            "piped spawn (same rounds)",
+        ));
+        figures.push(Figure::latency(
+            "rtt_spawn_execute",
+            "  execute `true` rtt, whole (same rounds)",
+            &s.execute,
+            None,
+        ));
+        figures.push(Figure::latency(
+            "rtt_spawn_ping",
+            "  ping rtt (same rounds, one before each execute)",
+            &s.ping,
+            None,
+        ));
+        figures.push(Figure::latency_in(
+            "rtt_spawn_cpu",
+            "  server CPU per execute − median per ping (all its threads, not the job)",
+            "µs",
+            &s.execute_cpu.shifted(-s.ping_cpu.median()),
+            None,
+        ));
+        notes.insert("rtt_spawn_ping_median_ms".into(), json!(ping));
+        notes.insert(
+            "rtt_spawn_ping_cpu_median_us".into(),
+            json!(s.ping_cpu.median()),
+        );
+    }
+    if o.wants("tools_list") {
+        eprintln!(
+            "bench: tools/list server time ({} × ping + tools/list)",
+            plan.list
+        );
+        let l = scenarios::tools_list(&mut server, plan.list)?;
+        figures.push(Figure::latency_in(
+            "tools_list",
+            format!(
+                "tools/list server time: rtt − median ping rtt ({} B result)",
+                l.bytes
+            ),
+            "µs",
+            &l.server_time(),
+            Some(("≤ 20 µs", 20.0)),
+        ));
+        figures.push(Figure::latency_in(
+            "tools_list_cpu",
+            "  server CPU per tools/list − median per ping",
+            "µs",
+            &l.list_cpu.shifted(-l.ping_cpu.median()),
+            None,
+        ));
+        notes.insert("tools_list_rtt_median_us".into(), json!(l.list.median()));
+        notes.insert(
+            "tools_list_ping_cpu_median_us".into(),
+            json!(l.ping_cpu.median()),
+        );
+        notes.insert("tools_list_ping_median_us".into(), json!(l.ping.median()));
     }
     if o.wants("throughput") {
         let size_mib = plan.throughput_bytes >> 20;
@@ -301,26 +393,45 @@ fn run(o: &Options) -> Result<(), Error> {
     }
 
     std::thread::sleep(Duration::from_millis(200));
-    let idle_end = server.memory()?.rss_kib;
+    let idle_end = server.memory()?;
+    let split = |m: &client::Memory| {
+        format!(
+            "anon {:.2} + file {:.2} MiB",
+            mib(m.anon_kib),
+            mib(m.file_kib)
+        )
+    };
     figures.push(Figure::value(
         "idle_rss_init",
-        "idle RSS after initialize",
+        format!("idle RSS after initialize ({})", split(&idle_init)),
         "MiB",
-        mib(idle_init),
+        mib(idle_init.rss_kib),
         Some(("≤ 2 MiB", 2.0)),
     ));
     figures.push(Figure::value(
         "idle_rss_end",
-        "idle RSS after all scenarios",
+        format!("idle RSS after all scenarios ({})", split(&idle_end)),
         "MiB",
-        mib(idle_end),
+        mib(idle_end.rss_kib),
         Some(("≤ 2 MiB", 2.0)),
     ));
+    let idle_maps = smaps::of(server.pid())?;
+    notes.insert("idle_end_smaps".into(), smaps::json(&idle_maps));
+    for (key, m) in [("idle_init", &idle_init), ("idle_end", &idle_end)] {
+        notes.insert(
+            format!("{key}_kib"),
+            json!({"rss": m.rss_kib, "anon": m.anon_kib, "file": m.file_kib}),
+        );
+    }
     server.shutdown(Duration::from_secs(10))?;
     let load_end = scenarios::loadavg();
 
     let table = report::markdown(&figures);
     println!("{table}");
+    println!(
+        "idle RSS after all scenarios by mapping (KiB resident, of KiB mapped): {}\n",
+        smaps::summary(&idle_maps)
+    );
     println!(
         "load average (1 min): {} at start, {} at end; {} CPUs",
         load_start.map_or("?".into(), |l| format!("{l:.2}")),

@@ -1,9 +1,15 @@
-//! The measured scenarios of issue 5, each paired with its physical baseline.
+//! The measured scenarios of issues 5 and 9, each paired with its physical
+//! baseline.
 //!
 //! Where a figure has a baseline, the two are interleaved sample by sample
-//! (one baseline run, one server run, …), so that a change in the machine's
-//! load during the run hits both sides alike: on a shared box that matters
-//! more than the order effects interleaving could introduce.
+//! (one baseline run, one server run, …) or batch by batch (`rtt_spawn`:
+//! baseline, server, baseline), so that a change in the machine's load during
+//! the run hits both sides alike: on a shared box that matters more than the
+//! order effects interleaving could introduce. Figures "minus ping" take the
+//! median rtt of `ping` requests interleaved with the measured calls off
+//! their rtt, leaving what the call costs beyond the transport; beside them
+//! the server's own CPU time per call (its process CPU clock, all threads)
+//! separates work from waiting, and does not move with the machine's load.
 //!
 //! Every scenario checks what the server answered (states, byte counts), so a
 //! smoke run proves the harness and the server still speak the same protocol.
@@ -29,6 +35,13 @@ pub struct Plan {
     pub startup: usize,
     /// Sequential blocking `execute` of `true`.
     pub rtt: usize,
+    /// Rounds of the posix_spawn comparison (baseline batch, server batch,
+    /// baseline batch).
+    pub spawn_rounds: usize,
+    /// Calls per batch in those rounds.
+    pub spawn_batch: usize,
+    /// `tools/list` calls (each paired with a `ping`).
+    pub list: usize,
     /// Runs of the throughput scenario.
     pub throughput_runs: usize,
     /// Bytes per throughput run.
@@ -48,6 +61,9 @@ impl Plan {
     pub const FULL: Plan = Plan {
         startup: 20,
         rtt: 500,
+        spawn_rounds: 40,
+        spawn_batch: 25,
+        list: 2000,
         throughput_runs: 10,
         throughput_bytes: 256 << 20,
         burst_jobs: 1000,
@@ -60,6 +76,9 @@ impl Plan {
     pub const SMOKE: Plan = Plan {
         startup: 3,
         rtt: 10,
+        spawn_rounds: 2,
+        spawn_batch: 3,
+        list: 5,
         throughput_runs: 2,
         throughput_bytes: 16 << 20,
         burst_jobs: 20,
@@ -112,6 +131,131 @@ pub fn rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
         let (took, result) = server.tool("execute", json!({"command": "true"}), CALL_TIMEOUT)?;
         expect_state(&result, "success", "rtt")?;
         out.server.push_ms(took);
+    }
+    Ok(out)
+}
+
+/// What the posix_spawn comparison measured (ms).
+#[derive(Debug, Default)]
+pub struct SpawnRtt {
+    /// `posix_spawn` + `waitpid` of `/bin/sh -c true` straight from libc.
+    pub baseline: Samples,
+    /// The same spawn with the server's pipes, epoll registration and
+    /// event-driven reaping around it ([`crate::sys::PipedSpawner`]).
+    pub piped: Samples,
+    /// Blocking `execute` of `true`, the whole rtt.
+    pub execute: Samples,
+    /// `ping`, one before each `execute`: the transport and the session
+    /// loop alone (stdin thread → runtime → stdout thread and the pipes).
+    pub ping: Samples,
+    /// The server's own CPU time per `execute` (all its threads, not the
+    /// job), µs.
+    pub execute_cpu: Samples,
+    /// The server's own CPU time per `ping`, µs.
+    pub ping_cpu: Samples,
+}
+
+impl SpawnRtt {
+    /// The `execute` rtt with the median `ping` rtt taken off: what running
+    /// the job costs the server beyond answering any request.
+    pub fn execute_net(&self) -> Samples {
+        self.execute.shifted(-self.ping.median())
+    }
+}
+
+/// The spawn cost against the bare libc loop: `rounds` × (a batch of
+/// `posix_spawn`+`waitpid`, a batch of the piped spawn, a batch of `ping` +
+/// `execute true` pairs, then the two baselines again in reverse order).
+/// Batches rather than single samples keep each side's caches warm; the
+/// baselines on both sides of every server batch make a change of load hit
+/// all three alike.
+pub fn rtt_spawn(server: &mut Server, rounds: usize, batch: usize) -> Result<SpawnRtt, Error> {
+    let spawn = baseline::PosixSpawn::default();
+    let piped = crate::sys::PipedSpawner::new()
+        .map_err(|e| Error(format!("baseline piped spawn: epoll_create1: {e}")))?;
+    let mut out = SpawnRtt::default();
+    for _ in 0..rounds {
+        for _ in 0..batch {
+            out.baseline.push_ms(spawn.run()?);
+        }
+        for _ in 0..batch {
+            out.piped.push_ms(spawn.run_piped(&piped)?);
+        }
+        for _ in 0..batch {
+            let cpu0 = server.cpu_time()?;
+            out.ping.push_ms(ping(server)?);
+            let cpu1 = server.cpu_time()?;
+            let (took, result) =
+                server.tool("execute", json!({"command": "true"}), CALL_TIMEOUT)?;
+            let cpu2 = server.cpu_time()?;
+            expect_state(&result, "success", "rtt_spawn")?;
+            out.execute.push_ms(took);
+            out.ping_cpu.push_us(cpu1.saturating_sub(cpu0));
+            out.execute_cpu.push_us(cpu2.saturating_sub(cpu1));
+        }
+        for _ in 0..batch {
+            out.piped.push_ms(spawn.run_piped(&piped)?);
+        }
+        for _ in 0..batch {
+            out.baseline.push_ms(spawn.run()?);
+        }
+    }
+    Ok(out)
+}
+
+/// One `ping`: its rtt, and a check that the result is `{}`.
+fn ping(server: &mut Server) -> Result<Duration, Error> {
+    let (took, result) = server.call("ping", json!({}), CALL_TIMEOUT)?;
+    if result != json!({}) {
+        return Err(Error(format!("ping: expected {{}}, got {result}")));
+    }
+    Ok(took)
+}
+
+/// What the `tools/list` scenario measured (µs).
+#[derive(Debug, Default)]
+pub struct ToolsList {
+    /// `tools/list` rtt.
+    pub list: Samples,
+    /// `ping` rtt, one before each `tools/list`.
+    pub ping: Samples,
+    /// Bytes of one `tools/list` result.
+    pub bytes: usize,
+    /// The server's CPU time per `tools/list` (all its threads).
+    pub list_cpu: Samples,
+    /// The server's CPU time per `ping`.
+    pub ping_cpu: Samples,
+}
+
+impl ToolsList {
+    /// The `tools/list` rtt with the median `ping` rtt taken off: the server's
+    /// time to build and serialise the list (plus moving its larger line
+    /// through the pipe, a few µs).
+    pub fn server_time(&self) -> Samples {
+        self.list.shifted(-self.ping.median())
+    }
+}
+
+/// `tools/list` server time: `calls` × (`ping`, `tools/list`), µs.
+pub fn tools_list(server: &mut Server, calls: usize) -> Result<ToolsList, Error> {
+    let mut out = ToolsList::default();
+    for _ in 0..calls {
+        let cpu0 = server.cpu_time()?;
+        out.ping.push_us(ping(server)?);
+        let cpu1 = server.cpu_time()?;
+        let (took, result) = server.call("tools/list", json!({}), CALL_TIMEOUT)?;
+        let cpu2 = server.cpu_time()?;
+        out.ping_cpu.push_us(cpu1.saturating_sub(cpu0));
+        out.list_cpu.push_us(cpu2.saturating_sub(cpu1));
+        let names: Vec<&str> = result["tools"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+            .unwrap_or_default();
+        if !names.contains(&"execute") {
+            return Err(Error(format!("tools/list: no execute tool in {result}")));
+        }
+        out.list.push_us(took);
+        out.bytes = serde_json::to_vec(&result)?.len();
     }
     Ok(out)
 }

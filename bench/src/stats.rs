@@ -1,4 +1,4 @@
-//! Samples of one measured quantity and the two statistics the report quotes.
+//! Samples of one measured quantity and the statistics the report quotes.
 //!
 //! Percentiles use the nearest-rank method (`p99` of 20 samples is the 20th
 //! smallest, i.e. the maximum): with the sample counts used here, interpolating
@@ -19,6 +19,11 @@ impl Samples {
     /// Adds a duration as milliseconds.
     pub fn push_ms(&mut self, d: Duration) {
         self.0.push(d.as_secs_f64() * 1e3);
+    }
+
+    /// Adds a duration as microseconds.
+    pub fn push_us(&mut self, d: Duration) {
+        self.0.push(d.as_secs_f64() * 1e6);
     }
 
     /// How many samples there are.
@@ -57,6 +62,18 @@ impl Samples {
         self.percentile(99.0)
     }
 
+    /// The 90th percentile.
+    pub fn p90(&self) -> f64 {
+        self.percentile(90.0)
+    }
+
+    /// Every sample plus `offset`: the distribution of a time once a constant
+    /// part (e.g. the median rtt of `ping`, the transport alone) is taken off.
+    /// Order statistics move with it: `shifted(x).median() == median() + x`.
+    pub fn shifted(&self, offset: f64) -> Samples {
+        Samples(self.0.iter().map(|v| v + offset).collect())
+    }
+
     /// Every sample, in measurement order.
     pub fn raw(&self) -> &[f64] {
         &self.0
@@ -66,6 +83,7 @@ impl Samples {
 #[cfg(test)]
 mod tests {
     use super::Samples;
+    use std::time::Duration;
 
     fn of(values: &[f64]) -> Samples {
         let mut s = Samples::default();
@@ -94,6 +112,37 @@ mod tests {
     #[test]
     fn p99_of_few_samples_is_the_maximum() {
         assert_eq!(of(&[1.0, 9.0, 2.0]).p99(), 9.0);
+    }
+
+    #[test]
+    fn p90_of_ten_samples_is_the_9th_smallest() {
+        let s = of(&[10.0, 1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0]);
+        assert_eq!(s.p90(), 9.0);
+    }
+
+    #[test]
+    fn shifting_moves_every_order_statistic_by_the_offset() {
+        let s = of(&[0.9, 0.5, 0.7, 0.6, 0.8]);
+        let net = s.shifted(-0.25);
+        assert_eq!(net.len(), s.len());
+        assert!((net.median() - (s.median() - 0.25)).abs() < 1e-12);
+        assert!((net.p90() - (s.p90() - 0.25)).abs() < 1e-12);
+        assert!((net.p99() - (s.p99() - 0.25)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn shifting_keeps_measurement_order() {
+        assert_eq!(of(&[3.0, 1.0, 2.0]).shifted(1.0).raw(), &[4.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn microseconds_and_milliseconds_describe_the_same_duration() {
+        let mut us = Samples::default();
+        us.push_us(Duration::from_micros(1500));
+        let mut ms = Samples::default();
+        ms.push_ms(Duration::from_micros(1500));
+        assert!((us.median() - 1500.0).abs() < 1e-9);
+        assert!((ms.median() - 1.5).abs() < 1e-12);
     }
 
     #[test]
