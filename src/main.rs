@@ -104,12 +104,6 @@ fn run(boot: init::Boot, config: Config, policies: Policies) -> std::io::Result<
             pid1,
             "mcp-exec started"
         );
-        // Built now, not on the first request: building leaves garbage on
-        // the heap that the trim below hands back.
-        for revision in protocol::version::Revision::ALL {
-            tools::list_json(revision);
-        }
-        init::trim_heap();
         let settings = jobs::Settings {
             grace: config.shutdown_grace,
             max_running: config.max_running,

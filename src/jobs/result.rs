@@ -185,6 +185,17 @@ impl JobResult {
     }
 }
 
+impl JobResult {
+    /// Bytes of output data it carries (a size hint for transports).
+    pub fn data_bytes(&self) -> usize {
+        [&self.stdout, &self.stderr]
+            .into_iter()
+            .flatten()
+            .map(|s| s.data.len())
+            .sum()
+    }
+}
+
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -207,6 +207,25 @@ pub fn success_line<T: Serialize>(id: &RequestId, result: &T) -> String {
     })
 }
 
+/// Writes a success response (without its newline) straight into `w`: a
+/// tool result can be megabytes, and is never held as one string.
+pub fn write_success<W: std::io::Write, T: Serialize>(
+    w: W,
+    id: &RequestId,
+    result: &T,
+) -> std::io::Result<()> {
+    serde_json::to_writer(
+        w,
+        &ResponseOut {
+            jsonrpc: "2.0",
+            id: id.to_value(),
+            result: Some(result),
+            error: None,
+        },
+    )
+    .map_err(std::io::Error::from)
+}
+
 /// A success response line whose result is already compact JSON (a cached
 /// `tools/list`): the line is assembled by copying, not serialising.
 pub fn success_line_raw(id: &RequestId, result_json: &str) -> String {

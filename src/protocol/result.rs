@@ -30,7 +30,12 @@ pub struct Payload {
     /// `Some(key)`: the payload is an array, shown in `structuredContent`
     /// as `{key: payload}`.
     array_key: Option<&'static str>,
+    /// About how many bytes its JSON takes (for a transport's queue budget).
+    size_hint: usize,
 }
+
+/// The size hint of a payload that does not give one.
+const SMALL: usize = 256;
 
 impl Payload {
     /// A payload that serialises as a JSON object.
@@ -38,6 +43,7 @@ impl Payload {
         Payload {
             value: Box::new(value),
             array_key: None,
+            size_hint: SMALL,
         }
     }
 
@@ -47,7 +53,15 @@ impl Payload {
         Payload {
             value: Box::new(value),
             array_key: Some(key),
+            size_hint: SMALL,
         }
+    }
+
+    /// Says about how many bytes its JSON takes (output data it carries),
+    /// so that a transport can account for it before writing it.
+    pub fn sized(mut self, bytes: usize) -> Payload {
+        self.size_hint = bytes.saturating_add(SMALL);
+        self
     }
 }
 
@@ -69,6 +83,22 @@ pub enum CallResult {
     },
     /// The tool failed with this message (`isError:true`).
     Error(String),
+}
+
+impl CallResult {
+    /// About how many bytes the result takes on the wire (escapes not
+    /// counted): the payload once, twice with `structuredContent`.
+    pub fn size_hint(&self) -> usize {
+        match self {
+            CallResult::Success {
+                payload,
+                structured,
+            } => payload
+                .size_hint
+                .saturating_mul(if *structured { 2 } else { 1 }),
+            CallResult::Error(message) => message.len() + 64,
+        }
+    }
 }
 
 /// Displays a serialisable value as its compact JSON, written in pieces.

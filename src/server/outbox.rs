@@ -14,16 +14,67 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::protocol::result::CallResult;
+use crate::protocol::{self, RequestId};
+
 /// Bytes of queued messages a transport holds at most (a bigger message
 /// waits for the queue to empty and then takes the whole budget).
 pub const BUDGET: usize = 8 << 20;
 
+/// One outgoing message, without its framing.
+#[derive(Debug)]
+pub enum Message {
+    /// A ready line (notifications, errors, small answers, batches).
+    Line(String),
+    /// A `tools/call` success response, serialised by the writer straight
+    /// into its output: a result carrying megabytes of output is never held
+    /// a second time as a string.
+    Response {
+        /// The request's id.
+        id: RequestId,
+        /// Its result.
+        result: CallResult,
+    },
+}
+
+impl Message {
+    /// What it costs the budget: its length, or the result's size hint.
+    fn cost(&self) -> usize {
+        match self {
+            Message::Line(line) => line.len(),
+            Message::Response { result, .. } => result.size_hint(),
+        }
+    }
+
+    /// Writes it (without the newline).
+    pub fn write_to<W: std::io::Write>(&self, mut w: W) -> std::io::Result<()> {
+        match self {
+            Message::Line(line) => w.write_all(line.as_bytes()),
+            Message::Response { id, result } => protocol::write_success(w, id, result),
+        }
+    }
+
+    /// It as one line (a batch joins several into one array).
+    pub fn into_line(self) -> String {
+        match self {
+            Message::Line(line) => line,
+            Message::Response { id, result } => protocol::success_line(&id, &result),
+        }
+    }
+}
+
+impl From<String> for Message {
+    fn from(line: String) -> Message {
+        Message::Line(line)
+    }
+}
+
 /// What the writing end receives.
 #[derive(Debug)]
 pub enum Outgoing {
-    /// One message without its framing; the permit returns its bytes to the
-    /// budget when dropped (after the write).
-    Message(String, OwnedSemaphorePermit),
+    /// One message; the permit returns its cost to the budget when dropped
+    /// (after the write).
+    Message(Message, OwnedSemaphorePermit),
     /// Write what came before, flush, and stop.
     Finish,
 }
@@ -69,8 +120,9 @@ pub fn new(budget: usize) -> (Outbox, Inbox) {
 impl Outbox {
     /// Queues one message, waiting while the budget is used up. Returns
     /// `false` when the writer has stopped (the message is dropped).
-    pub async fn send(&self, message: String) -> bool {
-        let cost = u32::try_from(message.len().clamp(1, BUDGET)).unwrap_or(u32::MAX);
+    pub async fn send(&self, message: impl Into<Message>) -> bool {
+        let message = message.into();
+        let cost = u32::try_from(message.cost().clamp(1, BUDGET)).unwrap_or(u32::MAX);
         let Ok(permit) = Arc::clone(&self.room).acquire_many_owned(cost).await else {
             return false;
         };
@@ -99,7 +151,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_full_budget_makes_senders_and_readers_wait_until_the_writer_takes_a_message() {
         let (out, mut inbox) = new(10);
-        assert!(out.send("012345678".into()).await);
+        assert!(out.send(String::from("012345678")).await);
         let blocked = tokio::time::timeout(std::time::Duration::from_millis(50), out.room()).await;
         assert!(
             blocked.is_err(),
@@ -108,7 +160,7 @@ mod tests {
         let Some(Outgoing::Message(m, permit)) = inbox.rx.recv().await else {
             panic!("expected the message");
         };
-        assert_eq!(m, "012345678");
+        assert_eq!(m.into_line(), "012345678");
         drop(permit);
         tokio::time::timeout(std::time::Duration::from_secs(5), out.room())
             .await
@@ -124,7 +176,7 @@ mod tests {
         out.finish();
         for i in 0..5 {
             match inbox.rx.recv().await {
-                Some(Outgoing::Message(m, _)) => assert_eq!(m, format!("m{i}")),
+                Some(Outgoing::Message(m, _)) => assert_eq!(m.into_line(), format!("m{i}")),
                 other => panic!("{other:?}"),
             }
         }
@@ -134,9 +186,9 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn after_the_writer_closes_senders_return_false_at_once() {
         let (out, inbox) = new(4);
-        assert!(out.send("1234".into()).await);
+        assert!(out.send(String::from("1234")).await);
         inbox.close();
-        assert!(!out.send("more".into()).await);
+        assert!(!out.send(String::from("more")).await);
         out.room().await;
     }
 }

@@ -40,7 +40,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::outbox::Outbox;
+use super::outbox::{Message, Outbox};
 use super::progress;
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
@@ -76,7 +76,7 @@ pub const JOB_CALLS: usize = 32;
 /// A call's response line, with its admission ticket: the ticket is
 /// dropped only once the line is queued, so a client that does not read
 /// cannot have more than [`JOB_CALLS`] job-starting answers pending.
-type Answer = (String, Option<OwnedSemaphorePermit>);
+type Answer = (Message, Option<OwnedSemaphorePermit>);
 
 /// A response: ready now, or produced by a call's task.
 enum Reply {
@@ -180,9 +180,9 @@ impl Session {
                 lines.push(match reply {
                     Reply::Now(line) => line,
                     Reply::Later(task) => match task.await {
-                        Ok((line, ticket)) => {
+                        Ok((message, ticket)) => {
                             tickets.push(ticket);
-                            line
+                            message.into_line()
                         }
                         Err(e) => {
                             let why = format!("request task failed: {e}");
@@ -275,10 +275,10 @@ impl Session {
                 let call = self.start_call(id, &params, out);
                 let out = out.clone();
                 return Reply::Later(self.tasks.spawn(async move {
-                    let (line, ticket) = call.await;
-                    out.send(line).await;
+                    let (message, ticket) = call.await;
+                    out.send(message).await;
                     drop(ticket);
-                    (String::new(), None)
+                    (Message::Line(String::new()), None)
                 }));
             }
             _ => protocol::error_line(
@@ -370,16 +370,18 @@ impl Session {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
-            let line = match outcome {
-                Ok(result) => protocol::success_line(&id, &result),
-                Err(CallError::Cancelled) => protocol::error_line(
+            let message = match outcome {
+                Ok(result) => Message::Response { id, result },
+                Err(CallError::Cancelled) => Message::Line(protocol::error_line(
                     Some(&id),
                     ErrorCode::REQUEST_CANCELLED,
                     "request cancelled",
-                ),
-                Err(CallError::Protocol(code, msg)) => protocol::error_line(Some(&id), code, &msg),
+                )),
+                Err(CallError::Protocol(code, msg)) => {
+                    Message::Line(protocol::error_line(Some(&id), code, &msg))
+                }
             };
-            (line, ticket)
+            (message, ticket)
         }
     }
 }

@@ -342,7 +342,11 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
 /// Claims and delivers a terminal job's result.
 fn deliver(call: &Call, id: JobId) -> Outcome {
     match call.app.jobs.table().claim(id) {
-        Claim::Delivered(job) => Ok(Payload::object(JobResult::delivered(&job, call.revision))),
+        Claim::Delivered(job) => {
+            let result = JobResult::delivered(&job, call.revision);
+            let bytes = result.data_bytes();
+            Ok(Payload::object(result).sized(bytes))
+        }
         Claim::Running | Claim::Unknown => Err(ToolError::DeliveredElsewhere(id).into()),
     }
 }

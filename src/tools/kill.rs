@@ -213,7 +213,8 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
                 out.state = Some("running");
             }
         }
-        return Ok(Payload::object(out));
+        let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
+        return Ok(Payload::object(out).sized(bytes));
     }
     let state = table
         .with(id, |j| {
@@ -236,7 +237,8 @@ fn already_terminated(call: &Call, id: JobId) -> Outcome {
             let mut out = Killed::new(id, true);
             out.already_terminated = Some(true);
             out.result = Some(JobResult::delivered(&job, call.revision));
-            Ok(Payload::object(out))
+            let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
+            Ok(Payload::object(out).sized(bytes))
         }
         _ => Err(ToolError::unknown(id).into()),
     }

@@ -54,5 +54,6 @@ fn output(call: &Call, a: &Args) -> Outcome {
             JobResult::with_streams(j, &stdout, &stderr, call.revision)
         })
         .ok_or_else(|| ToolError::unknown(id))?;
-    Ok(Payload::object(out))
+    let bytes = out.data_bytes();
+    Ok(Payload::object(out).sized(bytes))
 }

@@ -224,7 +224,14 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
                 .into_iter()
                 .map(|e| render(e, rev, &triggers))
                 .collect();
-            return Ok(Payload::array("results", out));
+            let bytes = out
+                .iter()
+                .map(|e| match e {
+                    Entry::Result(r) => r.data_bytes(),
+                    _ => 0,
+                })
+                .sum();
+            return Ok(Payload::array("results", out).sized(bytes));
         }
         let wake_at = next_quiet.map_or(deadline, |q| q.min(deadline));
         tokio::select! {

@@ -117,9 +117,9 @@ fn spawn_writer(
                 let mut next = Some(first);
                 while let Some(msg) = next {
                     match msg {
-                        Outgoing::Message(line, permit) => {
-                            let written = out
-                                .write_all(line.as_bytes())
+                        Outgoing::Message(message, permit) => {
+                            let written = message
+                                .write_to(&mut out)
                                 .and_then(|()| out.write_all(b"\n"));
                             drop(permit);
                             if written.is_err() {
