@@ -19,6 +19,7 @@ mod capture;
 mod config;
 mod jobs;
 mod logging;
+mod policy;
 mod protocol;
 mod server;
 mod tools;

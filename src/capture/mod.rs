@@ -14,8 +14,8 @@
 //! - pagination is loss-free while the window still holds the bytes: the next read starts at
 //!   `offset + bytes`;
 //! - redaction (SPEC §12.6) is a policy this module does not know: a read may be given a
-//!   [`Redact`](redact::Redact) hook, which sees the slice's bytes with context and returns
-//!   its `data`; it never moves the range.
+//!   [`Redact`] hook, which sees the slice's bytes with context and returns its `data`; it
+//!   never moves the range.
 //!
 //! Layout: [`window`] stores bytes, [`mod@slice`] turns a spec into a slice, [`spec`] parses the
 //! JSON forms, [`utf8`] holds the UTF-8 rules (sanitising, character boundaries), [`redact`]
@@ -26,6 +26,17 @@ mod slice;
 mod spec;
 mod utf8;
 mod window;
+
+#[cfg_attr(
+    not(test),
+    expect(
+        unused_imports,
+        reason = "named by the redaction policy's docs and tests"
+    )
+)]
+pub use redact::CONTEXT;
+pub use redact::Redact;
+pub use utf8::push_sanitized;
 
 pub use spec::{CapturePolicy, StreamSpec};
 // `allow`, not `expect`: callers may reach this type only through `CapturePolicy::side`, in

@@ -1,0 +1,19 @@
+//! Policies of bounded execution (SPEC Part II, §12): decisions about what a job may do and
+//! what the server shows of it, made from settings read once at start-up.
+//!
+//! This module sits beside `jobs`: it may use `capture` (it implements capture's hooks) but
+//! never `jobs`, `tools` or `server`. Each policy is an immutable value built at start-up and
+//! shared by reference; none holds mutable state, so none needs a lock. A setting that is
+//! invalid makes its constructor return an error naming it, and the server refuses to start
+//! (Part II: security settings fail closed).
+//!
+//! - [`redact`]: secret redaction of process output (SPEC §12.6).
+
+// Built and tested here; the configuration and the readers start using it with the
+// bounded-execution work.
+#![cfg_attr(
+    not(test),
+    expect(dead_code, reason = "wired in by the bounded-execution work")
+)]
+
+pub mod redact;
