@@ -79,6 +79,7 @@ fn main() {
 /// The policies built from security settings.
 struct Policies {
     cwd: policy::cwd::CwdPolicy,
+    redact: Option<policy::redact::Redactor>,
 }
 
 impl Policies {
@@ -87,6 +88,13 @@ impl Policies {
             cwd: policy::cwd::CwdPolicy::from_settings(
                 config.allowed_cwds.as_deref(),
                 config.default_cwd.as_deref(),
+            )?,
+            redact: policy::redact::Redactor::from_settings(
+                config.redact.as_deref(),
+                config
+                    .redact_patterns_file
+                    .as_deref()
+                    .map(std::path::Path::new),
             )?,
         })
     }
@@ -114,6 +122,7 @@ fn run(boot: init::Boot, config: Config, policies: Policies) -> std::io::Result<
         let app = Arc::new(tools::App {
             jobs: jobs::Jobs::new(init, &settings),
             cwd: policies.cwd,
+            redact: policies.redact,
             config,
         });
         let reason = server::run(app, events).await?;

@@ -335,9 +335,11 @@ fn a_read_cut_through_a_secret_never_shows_any_part_of_it(t: Target) {
                 &mut s,
                 json!({"from": from, "length": length, "unaligned": true}),
             );
+            // A read near the end of the stream returns what is there.
+            let expected = length.min(raw.len() - from);
             assert_eq!(
                 (&slice["offset"], &slice["bytes"]),
-                (&json!(from), &json!(length)),
+                (&json!(from), &json!(expected)),
                 "raw offsets for a read from {from} of {length}"
             );
         }

@@ -12,15 +12,31 @@
 //! - a slice never starts or (unless the stream itself ends there) ends inside a structurally
 //!   valid UTF-8 character, except for `unaligned` reads;
 //! - pagination is loss-free while the window still holds the bytes: the next read starts at
-//!   `offset + bytes`.
+//!   `offset + bytes`;
+//! - redaction (SPEC §12.6) is a policy this module does not know: a read may be given a
+//!   [`Redact`] hook, which sees the slice's bytes with context and returns its `data`; it
+//!   never moves the range.
 //!
 //! Layout: [`window`] stores bytes, [`mod@slice`] turns a spec into a slice, [`spec`] parses the
-//! JSON forms, [`utf8`] holds the UTF-8 rules (sanitising, character boundaries).
+//! JSON forms, [`utf8`] holds the UTF-8 rules (sanitising, character boundaries), [`redact`]
+//! is the redaction hook and the context it is given.
 
+mod redact;
 mod slice;
 mod spec;
 mod utf8;
 mod window;
+
+#[cfg_attr(
+    not(test),
+    expect(
+        unused_imports,
+        reason = "named by the redaction policy's docs and tests"
+    )
+)]
+pub use redact::CONTEXT;
+pub use redact::Redact;
+pub use utf8::push_sanitized;
 
 pub use spec::{CapturePolicy, StreamSpec};
 // `allow`, not `expect`: callers may reach this type only through `CapturePolicy::side`, in

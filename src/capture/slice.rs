@@ -4,16 +4,19 @@
 //! Every read computes a raw byte range `[start, end)` inside the retained window first and
 //! only then copies and sanitises it, so `offset` and `bytes` describe raw bytes whatever
 //! sanitising does to `data`. Alignment only ever moves a boundary to the edge of a valid
-//! character; `start <= end` holds after every adjustment.
+//! character; `start <= end` holds after every adjustment. Redaction, when asked for, runs on
+//! that same range (with context, see [`super::redact`]) and changes only `data` and
+//! `redacted`, never the range.
 
 use serde::Serialize;
 
+use super::redact::Redact;
 use super::spec::StreamSpec;
 use super::utf8::{char_around, sanitize_owned};
 use super::window::Window;
 
 /// One read of one stream, as sent on the wire:
-/// `{"data", "offset", "bytes", "total_bytes", "truncated"?, "dropped_bytes"?}`.
+/// `{"data", "offset", "bytes", "total_bytes", "truncated"?, "dropped_bytes"?, "redacted"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Slice {
     /// The returned bytes, UTF-8-sanitised: each run of invalid bytes becomes one U+FFFD;
@@ -32,6 +35,11 @@ pub struct Slice {
     /// exactly when `truncated`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropped_bytes: Option<u64>,
+    /// How many secrets were masked in `data` (SPEC §12.6); present only when at least one
+    /// was, so a read without redaction, or without matches, is exactly what it was before
+    /// redaction existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<u64>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -44,33 +52,42 @@ impl Window {
     /// `all` and `tail` never begin in the middle of a character: when the window's head cuts
     /// one (its first bytes were dropped), they start at the next character boundary, exactly
     /// like a `from` read that starts at the oldest retained byte. The skipped bytes show in
-    /// `offset`.
+    /// `offset`. (The server always reads through [`Window::slice_with`],
+    /// with or without a redactor; this shorthand serves the tests.)
+    #[cfg(test)]
     pub fn slice(&self, spec: &StreamSpec) -> Option<Slice> {
-        match *spec {
-            StreamSpec::None => None,
-            StreamSpec::All => Some(self.read_all()),
-            StreamSpec::Tail(lines) => Some(self.read_tail(lines)),
+        self.slice_with(spec, None)
+    }
+
+    /// [`Window::slice`], with `data` passed through `redact` when one is given: the range read
+    /// is the same, only `data` changes and `redacted` counts the matches (SPEC §12.6).
+    pub fn slice_with(&self, spec: &StreamSpec, redact: Option<&dyn Redact>) -> Option<Slice> {
+        let read = match *spec {
+            StreamSpec::None => return None,
+            StreamSpec::All => self.read_all(),
+            StreamSpec::Tail(lines) => self.read_tail(lines),
             StreamSpec::From {
                 from,
                 length,
                 unaligned,
-            } => Some(self.read_from(from, length, unaligned)),
-        }
+            } => self.read_from(from, length, unaligned),
+        };
+        Some(self.make_slice(read, redact))
     }
 
-    fn read_all(&self) -> Slice {
+    fn read_all(&self) -> RawRange {
         let start = self.head_boundary();
-        self.make_slice(start, self.total(), self.dropped_if_any())
+        RawRange::new(start, self.total(), self.dropped_if_any())
     }
 
     /// Lines end after each `\n`; a final stretch without one is a line too, and so is the
     /// (possibly partial) first line of the window. The result is "truncated" whenever it
     /// reaches the window's head after bytes were dropped, even if the head happens to fall on
     /// a line start: the window cannot tell whether the requested lines were all there.
-    fn read_tail(&self, lines: u64) -> Slice {
+    fn read_tail(&self, lines: u64) -> RawRange {
         let total = self.total();
         if lines == 0 {
-            return self.make_slice(total, total, None);
+            return RawRange::new(total, total, None);
         }
         let oldest = self.oldest();
         // The last byte never starts a line: if it is `\n` it ends the last line.
@@ -86,18 +103,18 @@ impl Window {
             }
         }
         if found == lines {
-            return self.make_slice(search_end + 1, total, None);
+            return RawRange::new(search_end + 1, total, None);
         }
-        self.make_slice(self.head_boundary(), total, self.dropped_if_any())
+        RawRange::new(self.head_boundary(), total, self.dropped_if_any())
     }
 
     /// A read that starts inside the dropped head starts at the oldest retained byte instead,
     /// and its `length` counts from there (SPEC §4.8a): `dropped_bytes` is how far the start
     /// moved, `oldest - from`.
-    fn read_from(&self, from: u64, length: Option<u64>, unaligned: bool) -> Slice {
+    fn read_from(&self, from: u64, length: Option<u64>, unaligned: bool) -> RawRange {
         let (oldest, total) = (self.oldest(), self.total());
         if from >= total {
-            return self.make_slice(total, total, None);
+            return RawRange::new(total, total, None);
         }
         let (first, gone) = if from < oldest {
             (oldest, Some(oldest - from))
@@ -106,7 +123,7 @@ impl Window {
         };
         let requested_end = length.map_or(total, |len| first.saturating_add(len).min(total));
         if unaligned {
-            return self.make_slice(first, requested_end, gone);
+            return RawRange::new(first, requested_end, gone);
         }
         let start = if from < oldest {
             self.head_boundary()
@@ -126,7 +143,7 @@ impl Window {
                 .map_or(requested_end, |(_, char_end)| char_end)
                 .max(start)
         };
-        self.make_slice(start, end, gone)
+        RawRange::new(start, end, gone)
     }
 
     /// The oldest retained byte, or the next character boundary if the head cuts a character.
@@ -144,13 +161,43 @@ impl Window {
         Some(self.dropped()).filter(|&n| n > 0)
     }
 
-    fn make_slice(&self, start: u64, end: u64, dropped_bytes: Option<u64>) -> Slice {
+    fn make_slice(&self, read: RawRange, redact: Option<&dyn Redact>) -> Slice {
+        let RawRange {
+            start,
+            end,
+            dropped_bytes,
+        } = read;
+        let (data, redacted) = match redact {
+            Some(redact) => {
+                let (data, matches) = self.redacted(start, end, redact);
+                (data, Some(matches).filter(|&n| n > 0))
+            }
+            None => (sanitize_owned(self.copy(start, end)), None),
+        };
         Slice {
-            data: sanitize_owned(self.copy(start, end)),
+            data,
             offset: start,
             bytes: end - start,
             total_bytes: self.total(),
             truncated: dropped_bytes.is_some(),
+            dropped_bytes,
+            redacted,
+        }
+    }
+}
+
+/// The raw range a spec resolved to, before any byte is copied.
+struct RawRange {
+    start: u64,
+    end: u64,
+    dropped_bytes: Option<u64>,
+}
+
+impl RawRange {
+    fn new(start: u64, end: u64, dropped_bytes: Option<u64>) -> Self {
+        Self {
+            start,
+            end,
             dropped_bytes,
         }
     }
@@ -221,6 +268,7 @@ mod tests {
                 total_bytes: 11,
                 truncated: false,
                 dropped_bytes: None,
+                redacted: None,
             }
         );
     }

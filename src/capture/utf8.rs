@@ -13,6 +13,19 @@
 /// damaged stretch is less noise and says the same thing.
 pub fn sanitize_utf8(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
+    push_sanitized(&mut out, bytes);
+    out
+}
+
+/// Appends `bytes` to `out`, sanitised as [`sanitize_utf8`] does.
+///
+/// Valid input, the common case, is checked by `str::from_utf8` (vectorised) before the
+/// chunk walk, which goes byte by byte and is several times slower on a 1 MiB window.
+pub fn push_sanitized(out: &mut String, bytes: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        out.push_str(text);
+        return;
+    }
     let mut in_invalid_run = false;
     for chunk in bytes.utf8_chunks() {
         if !chunk.valid().is_empty() {
@@ -24,7 +37,6 @@ pub fn sanitize_utf8(bytes: &[u8]) -> String {
             in_invalid_run = true;
         }
     }
-    out
 }
 
 /// Like [`sanitize_utf8`] but reuses the buffer when it is already valid, which is the common

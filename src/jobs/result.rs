@@ -24,8 +24,18 @@ use serde::Serialize;
 
 use super::state::{Cause, JobId, JobState, Phase};
 use super::table::{Job, Listed};
-use crate::capture::{Slice, StreamSpec};
+use crate::capture::{Redact, Slice, StreamSpec};
 use crate::protocol::version::Revision;
+
+/// How a session sees results: its revision (which fields exist) and the
+/// redaction applied to every `data` (SPEC §12.6).
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    /// The session's revision.
+    pub revision: Revision,
+    /// The redactor, when redaction is on.
+    pub redact: Option<&'a (dyn Redact + Sync)>,
+}
 
 /// `{job_id, state, queued_for?, label?, exit_code?, signal?, signal_number?, start_error?}`.
 #[derive(Debug, Clone, Serialize)]
@@ -150,8 +160,9 @@ impl JobResult {
         job: &Job,
         stdout: &StreamSpec,
         stderr: &StreamSpec,
-        revision: Revision,
+        view: &View<'_>,
     ) -> JobResult {
+        let revision = view.revision;
         let mut r = JobResult {
             status: Status::of(job, revision),
             timed_out: None,
@@ -159,8 +170,12 @@ impl JobResult {
             started_at: None,
             duration_ms: None,
             queued_ms: None,
-            stdout: job.stdout.slice(stdout),
-            stderr: job.stderr.slice(stderr),
+            stdout: job
+                .stdout
+                .slice_with(stdout, view.redact.map(|r| r as &dyn Redact)),
+            stderr: job
+                .stderr
+                .slice_with(stderr, view.redact.map(|r| r as &dyn Redact)),
         };
         if revision.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {
@@ -178,10 +193,10 @@ impl JobResult {
 
     /// The terminal result as delivered by `execute`, `wait` and `kill`:
     /// status plus the streams of the job's capture policy for its outcome.
-    pub fn delivered(job: &Job, revision: Revision) -> JobResult {
+    pub fn delivered(job: &Job, view: &View<'_>) -> JobResult {
         let success = job.phase().is_success() && job.cause.is_none();
         let side = job.capture.side(success);
-        JobResult::with_streams(job, &side.stdout, &side.stderr, revision)
+        JobResult::with_streams(job, &side.stdout, &side.stderr, view)
     }
 }
 

@@ -1,5 +1,16 @@
-//! Policies that bound what a job may do, applied before it is started
-//! (SPEC Part II §12). Each is built once from the configuration and owned
-//! by whoever starts jobs; none holds a job or knows about MCP.
+//! Policies of bounded execution (SPEC Part II, §12): decisions about what a
+//! job may do and what the server shows of it, made from settings read once
+//! at start-up.
+//!
+//! This module sits beside `jobs`: it may use `capture` (it implements
+//! capture's hooks) and `init` (its types), but never `jobs`, `tools` or
+//! `server`. Each policy is an immutable value built at start-up and shared
+//! by reference; none holds mutable state, so none needs a lock. A setting
+//! that is invalid makes its constructor return an error naming it, and the
+//! server refuses to start (Part II: security settings fail closed).
+//!
+//! - [`cwd`]: where jobs may start (SPEC §12.5).
+//! - [`redact`]: secret redaction of process output (SPEC §12.6).
 
 pub mod cwd;
+pub mod redact;

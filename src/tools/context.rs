@@ -8,7 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::jobs::Jobs;
+use crate::jobs::result::View;
 use crate::policy::cwd::CwdPolicy;
+use crate::policy::redact::Redactor;
 use crate::protocol::version::Revision;
 
 /// The state every session shares: the job service, the policies and the
@@ -18,6 +20,8 @@ pub struct App {
     pub jobs: Jobs,
     /// Where jobs may start (SPEC §12.5).
     pub cwd: CwdPolicy,
+    /// Secret redaction of returned output, when on (SPEC §12.6).
+    pub redact: Option<Redactor>,
     /// Settings.
     pub config: Config,
 }
@@ -36,6 +40,20 @@ pub struct Call {
     pub phase: Phase,
     /// The session's negotiated revision (what the result may carry).
     pub revision: Revision,
+}
+
+impl Call {
+    /// How this call's results are rendered.
+    pub fn view(&self) -> View<'_> {
+        View {
+            revision: self.revision,
+            redact: self
+                .app
+                .redact
+                .as_ref()
+                .map(|r| r as &(dyn crate::capture::Redact + Sync)),
+        }
+    }
 }
 
 /// The message of the phase a blocking call is in, read by the session's

@@ -259,7 +259,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
         Err(Refusal::Outside(why)) => return Err(ToolError::CwdRefused(why).into()),
         Err(Refusal::Unusable(why)) => {
             let job = jobs.not_started(req.capture, req.label, why);
-            return Ok(Payload::object(JobResult::delivered(&job, rev)));
+            return Ok(Payload::object(JobResult::delivered(&job, &call.view())));
         }
     };
     let submitted = jobs
@@ -343,7 +343,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
 fn deliver(call: &Call, id: JobId) -> Outcome {
     match call.app.jobs.table().claim(id) {
         Claim::Delivered(job) => {
-            let result = JobResult::delivered(&job, call.revision);
+            let result = JobResult::delivered(&job, &call.view());
             let bytes = result.data_bytes();
             Ok(Payload::object(result).sized(bytes))
         }

@@ -157,7 +157,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
             // Still waiting for capacity: it never runs.
             let mut out = Killed::new(id, true);
             out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
-            out.result = Some(JobResult::delivered(&job, call.revision));
+            out.result = Some(JobResult::delivered(&job, &call.view()));
             return Ok(Payload::object(out));
         }
         let changed = table.changed();
@@ -205,7 +205,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
     }
     if done.dead {
         match table.claim(id) {
-            Claim::Delivered(job) => out.result = Some(JobResult::delivered(&job, call.revision)),
+            Claim::Delivered(job) => out.result = Some(JobResult::delivered(&job, &call.view())),
             Claim::Unknown => out.result_delivered_elsewhere = Some(true),
             Claim::Running => {
                 // Cannot happen: dead implies terminal; report what we see.
@@ -236,7 +236,7 @@ fn already_terminated(call: &Call, id: JobId) -> Outcome {
         Claim::Delivered(job) => {
             let mut out = Killed::new(id, true);
             out.already_terminated = Some(true);
-            out.result = Some(JobResult::delivered(&job, call.revision));
+            out.result = Some(JobResult::delivered(&job, &call.view()));
             let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
             Ok(Payload::object(out).sized(bytes))
         }

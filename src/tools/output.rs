@@ -51,7 +51,7 @@ fn output(call: &Call, a: &Args) -> Outcome {
         .jobs
         .table()
         .with(id, |j| {
-            JobResult::with_streams(j, &stdout, &stderr, call.revision)
+            JobResult::with_streams(j, &stdout, &stderr, &call.view())
         })
         .ok_or_else(|| ToolError::unknown(id))?;
     let bytes = out.data_bytes();

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::schema;
 use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, deadline_in};
-use crate::jobs::result::{JobResult, Status};
+use crate::jobs::result::{JobResult, Status, View};
 use crate::jobs::{JobId, Stream, WaitEntry};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
@@ -81,7 +81,7 @@ fn input_schema(rev: Revision) -> Value {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Entry {
-    Result(JobResult),
+    Result(Box<JobResult>),
     Status(Status),
     Triggered {
         #[serde(flatten)]
@@ -199,7 +199,7 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
     };
     let deadline = deadline_in(timeout);
     let table = call.app.jobs.table();
-    let rev = call.revision;
+    let view = call.view();
     call.phase.set("waiting for jobs");
     loop {
         // Registered before the table is checked, so no change is missed.
@@ -222,7 +222,7 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
         if done || !triggers.is_empty() || now >= deadline {
             let out: Vec<Entry> = entries
                 .into_iter()
-                .map(|e| render(e, rev, &triggers))
+                .map(|e| render(e, &view, &triggers))
                 .collect();
             let bytes = out
                 .iter()
@@ -268,8 +268,19 @@ fn check_until(
                         Stream::Stdout => &job.stdout,
                         Stream::Stderr => &job.stderr,
                     };
-                    let (start, bytes) = window.retained_from(until.from);
-                    if let Some(m) = pattern.find(&bytes) {
+                    let (start, raw) = window.retained_from(until.from);
+                    // The pattern sees what the caller would see: with
+                    // redaction on, the redacted text, so it cannot probe a
+                    // secret (offsets then count redacted text after `start`).
+                    let redacted;
+                    let bytes: &[u8] = match &call.app.redact {
+                        Some(r) => {
+                            redacted = r.redact_text(&raw).0;
+                            redacted.as_bytes()
+                        }
+                        None => &raw,
+                    };
+                    if let Some(m) = pattern.find(bytes) {
                         return (
                             Some(Trigger::Matched(Matched {
                                 stream: match stream {
@@ -305,9 +316,10 @@ fn check_until(
     (triggers, next_quiet)
 }
 
-fn render(e: WaitEntry, rev: Revision, triggers: &HashMap<JobId, Trigger>) -> Entry {
+fn render(e: WaitEntry, view: &View<'_>, triggers: &HashMap<JobId, Trigger>) -> Entry {
+    let rev = view.revision;
     match e {
-        WaitEntry::Delivered(job) => Entry::Result(JobResult::delivered(&job, rev)),
+        WaitEntry::Delivered(job) => Entry::Result(Box::new(JobResult::delivered(&job, view))),
         WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, rev)),
         WaitEntry::Pending(l) => {
             let status = Status::listed(&l, rev);
