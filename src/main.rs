@@ -3,8 +3,9 @@
 //!
 //! Modules, and the one direction their dependencies point:
 //! `main → server (sessions, transports) → tools → jobs → capture / init`,
-//! with `protocol` (the wire format) and `config` as leaves any of them may
-//! use. A lower module never names a higher one.
+//! with `policy` (cwd, redaction) beside `jobs`, and `protocol` (the wire
+//! format) and `config` as leaves any of them may use. A lower module never
+//! names a higher one.
 //!
 //! `main` only wires things together, in an order that matters:
 //! 1. `--help`/`--version` print and exit before anything else starts;
