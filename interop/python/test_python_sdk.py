@@ -137,7 +137,8 @@ async def test_argument_errors_are_error_results_not_protocol_errors(client: Cli
     result = await client.call_tool("execute", {"command": "  "})
     assert result.is_error is True
     assert result.structured_content is None
-    assert result.content[0].text == '"command" is required'
+    # From 2025-03-26 on, `argv` is the alternative to `command` (SPEC §12).
+    assert result.content[0].text == '"command" or "argv" is required'
 
 
 def _processes_with(marker: str) -> list[int]:
