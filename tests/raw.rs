@@ -16,14 +16,14 @@
 #![allow(dead_code, reason = "each test module uses a different subset")]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{TIMEOUT, Target, binary, wait_for};
+use crate::support::{TIMEOUT, Target, wait_for};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -54,24 +54,10 @@ impl RawServer {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let mut command = match target {
-            Target::Bare => Command::new(binary()),
-            Target::Pid1 => {
-                let mut c = Command::new("unshare");
-                c.args(["--pid", "--fork", "--mount-proc", binary()]);
-                c
-            }
-            Target::Scratch | Target::Tini => {
-                let mut c = Command::new("podman");
-                c.args(["run", "-i", "--rm", "--name", &name, "--log-driver", "none"]);
-                for (k, v) in env {
-                    c.arg("-e").arg(format!("{k}={v}"));
-                }
-                c.arg(target.image().unwrap_or_default());
-                c
-            }
-        };
-        if !target.is_container() {
+        let mut command = if target.is_container() {
+            target.command(env, &name)
+        } else {
+            let mut command = target.command(&[], &name);
             // Hermetic: only the settings a test passes, not the caller's.
             for (k, _) in std::env::vars_os() {
                 if k.to_string_lossy().starts_with("MCP_EXEC_") {
@@ -79,7 +65,8 @@ impl RawServer {
                 }
             }
             command.envs(env.iter().copied());
-        }
+            command
+        };
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -261,15 +248,7 @@ impl RawServer {
 
 impl Drop for RawServer {
     fn drop(&mut self) {
-        if let Some(name) = &self.container {
-            let _ = Command::new("podman")
-                .args(["rm", "-f", "-t", "0", name])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::support::end(self.container.as_deref(), &mut self.child);
     }
 }
 

@@ -134,7 +134,9 @@ impl Target {
         self.image().is_some()
     }
 
-    fn command(self, env: &[(&str, &str)], name: &str) -> Command {
+    /// The command that starts the server on this target with `env`
+    /// (containers get it as `-e`, named `name`).
+    pub fn command(self, env: &[(&str, &str)], name: &str) -> Command {
         match self {
             Target::Bare => {
                 let mut c = Command::new(binary());
@@ -445,16 +447,22 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(name) = &self.container {
-            let _ = Command::new("podman")
-                .args(["rm", "-f", "-t", "0", name])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        end(self.container.as_deref(), &mut self.child);
     }
+}
+
+/// Ends a server under test for good: removes its container, if any, and
+/// kills and reaps the client-side process.
+pub fn end(container: Option<&str>, child: &mut Child) {
+    if let Some(name) = container {
+        let _ = Command::new("podman")
+            .args(["rm", "-f", "-t", "0", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn is_response_to(m: &Value, id: &Value) -> bool {
