@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{HostPath, LATEST, Server, TIMEOUT, Target, wait_for};
+use crate::support::{HostPath, LATEST, Server, TIMEOUT, Target, keys, wait_for};
 
 static MARKERS: AtomicU64 = AtomicU64::new(0);
 
@@ -52,18 +52,6 @@ fn stable(r: &Value) -> Value {
         }
     }
     r
-}
-
-/// The field names of a JSON object.
-fn keys(v: &Value) -> Vec<&str> {
-    let mut k: Vec<&str> = v
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {v}"))
-        .keys()
-        .map(String::as_str)
-        .collect();
-    k.sort_unstable();
-    k
 }
 
 /// `n` lines of ten bytes, `000000000\n` … : the byte at offset `10·k`

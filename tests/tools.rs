@@ -8,19 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, TIMEOUT, Target, wait_for};
-
-/// The sorted field names of a JSON object.
-fn keys(v: &Value) -> Vec<&str> {
-    let mut k: Vec<&str> = v
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {v}"))
-        .keys()
-        .map(String::as_str)
-        .collect();
-    k.sort_unstable();
-    k
-}
+use crate::support::{Server, TIMEOUT, Target, keys, wait_for};
 
 /// Polls `status` until the job is terminal (without delivering it).
 fn terminal_status(s: &mut Server, id: &str) -> Value {

@@ -657,3 +657,15 @@ impl Drop for HostPath {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// The sorted field names of a JSON object.
+pub fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
+}

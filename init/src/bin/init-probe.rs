@@ -407,11 +407,9 @@ fn status_field<'a>(status: &'a str, key: &str) -> &'a str {
         .map_or("missing", str::trim)
 }
 
-/// A group with a member that ignores TERM. Lines: `pgid=P`, `term_sent=B`,
-/// `empty_after_term=B` (after a 300 ms wait), `direct=S` (the job itself),
-/// one `survivor pid=P comm=C state=X` per member left, `survivor_text=…`,
-/// `kill_sent=B`, `empty_after_kill=B`, `group_exists=B`.
-async fn group_kill(init: &Init) {
+/// Starts a group whose leader dies of TERM while a member ignores it, and
+/// waits until both run. Prints `pgid=P` and `members_started=B`.
+async fn spawn_term_ignoring_member(init: &Init) -> (Pid, ExitWatch) {
     // The background sleep inherits TERM ignored (`trap ''` sets SIG_IGN,
     // which survives exec); the job then restores TERM and becomes a plain
     // sleep itself, so the direct child dies of TERM and the other survives.
@@ -425,6 +423,15 @@ async fn group_kill(init: &Init) {
     })
     .await;
     println!("members_started={started}");
+    (pgid, exit)
+}
+
+/// A group with a member that ignores TERM. Lines: `pgid=P`, `term_sent=B`,
+/// `empty_after_term=B` (after a 300 ms wait), `direct=S` (the job itself),
+/// one `survivor pid=P comm=C state=X` per member left, `survivor_text=…`,
+/// `kill_sent=B`, `empty_after_kill=B`, `group_exists=B`.
+async fn group_kill(init: &Init) {
+    let (pgid, exit) = spawn_term_ignoring_member(init).await;
     println!(
         "term_sent={}",
         init::signal_group(pgid, Signal::TERM).expect("kill")
@@ -542,17 +549,7 @@ async fn escalate_term_enough(init: &Init) {
 /// [`escalate`], `direct=S`, `survivor_pids=P,…`, then the `kill_*` lines
 /// and `group_exists=B`.
 async fn escalate_member_survives(init: &Init) {
-    // As in `group_kill`: the background sleep ignores TERM, the job itself
-    // becomes a plain sleep that dies of it.
-    let spec = SpawnSpec::shell("trap '' TERM; sleep 30 & trap - TERM; exec sleep 31");
-    let (pgid, exit) = spawn_quiet(init, &spec);
-    println!("pgid={pgid}");
-    let started = wait_for(Duration::from_secs(5), || {
-        let members = init::procinfo::group_members(pgid.0);
-        members.len() == 2 && members.iter().all(|m| m.comm == "sleep")
-    })
-    .await;
-    println!("members_started={started}");
+    let (pgid, exit) = spawn_term_ignoring_member(init).await;
     let term = [Step::new(Signal::TERM, Duration::from_millis(500))];
     let outcome = escalate(init, "term", pgid, &term).await;
     println!("direct={}", await_status(exit).await);
