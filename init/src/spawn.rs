@@ -369,13 +369,14 @@ impl Init {
     /// becomes the foreground group of our controlling terminal if stdin is
     /// one (as tini does, so that an interactive shell can read it); with our
     /// stdin, stdout and stderr themselves (no pipes), our environment and
-    /// working directory, and the signal state we started with. It is
+    /// working directory (minus the variables named in `unset`: secrets meant
+    /// for mcp-exec only), and the signal state we started with. It is
     /// registered with the reaper like a job, and from now on the forwarding
     /// intake sends it the signals we receive ([`crate::prepare_forwarding`]).
     ///
     /// Call it once. A failed exec is a [`SpawnError::Exec`] with the errno
     /// (`ENOENT`: not found); nothing is left running then.
-    pub fn spawn_main(&self, argv: &[OsString]) -> Result<MainCommand, SpawnError> {
+    pub fn spawn_main(&self, argv: &[OsString], unset: &[&str]) -> Result<MainCommand, SpawnError> {
         let Some(first) = argv.first() else {
             return Err(SpawnError::Exec {
                 program: String::new(),
@@ -389,7 +390,11 @@ impl Init {
             .iter()
             .map(|a| cstring(a, "an argument"))
             .collect::<Result<Vec<_>, _>>()?;
-        let envp = environment(&[], &[]);
+        let envp: Vec<&CStr> = base_environment()
+            .iter()
+            .filter(|(name, _)| !unset.iter().any(|u| name == OsStr::new(u)))
+            .map(|(_, entry)| entry.as_c_str())
+            .collect();
         // Only a controlling terminal can be handed over: tcgetpgrp fails
         // with ENOTTY on any other descriptor, and glibc would then fail the
         // whole spawn (tini tolerates that failure in its child instead).
