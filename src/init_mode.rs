@@ -60,9 +60,49 @@ pub fn spawn_failure_code(e: &init::SpawnError) -> i32 {
     }
 }
 
-/// Runs CMD (`argv`) to its end through the init layer `boot` (made by
-/// [`init::prepare_forwarding`]), then shuts down what is left (SPEC §2.5)
-/// and returns the process's exit code.
+/// Starts CMD through `init` (made by [`init::prepare_forwarding`]); when it
+/// cannot start, says why on stderr and returns the exit code (127/126).
+pub fn start_main(init: &init::Init, argv: &[OsString]) -> Result<init::MainCommand, i32> {
+    match init.spawn_main(argv, &SECRET_VARIABLES) {
+        Ok(main) => {
+            tracing::debug!(pid = %main.pid, pid1 = init.is_pid1(), "init mode: main command started");
+            Ok(main)
+        }
+        Err(e) => {
+            // tini's wording: "exec CMD failed: …"; ours names fork/exec.
+            eprintln!("mcp-exec: {e}");
+            Err(spawn_failure_code(&e))
+        }
+    }
+}
+
+/// The process's exit code for what `MainCommand::exit` resolved to.
+pub fn code_of(exit: Result<init::ExitStatus, init::ReaperGone>) -> i32 {
+    match exit {
+        Ok(status) => {
+            tracing::debug!(?status, "init mode: main command ended");
+            exit_code(status)
+        }
+        Err(e) => {
+            eprintln!("mcp-exec: {e}");
+            1
+        }
+    }
+}
+
+/// Pure init mode: runs CMD (`argv`) to its end through the init layer
+/// `boot` (made by [`init::prepare_forwarding`]), then shuts down what is
+/// left (SPEC §2.5) and returns the process's exit code.
+///
+/// HTTP: with `--http`, init mode serves MCP too, and this function is not
+/// used; main does instead, in its runtime: `boot.start()`, [`start_main`]
+/// (returning its `Err` code at once), the `tools::App` as usual (jobs on the
+/// same `Init`), and `server::run` **without stdio** (CMD owns stdin and
+/// stdout), given `main.exit` as one more reason to end — e.g. an
+/// `EndReason::MainExited(code_of(status))` arm in its `select!` — then
+/// exits with that code after the usual §2.5 shutdown. In init mode the
+/// intake forwards SIGTERM/INT/QUIT to CMD and sends no `init::Event` at
+/// all, so CMD's exit is the only way the server is asked to end.
 pub fn run(boot: init::Boot, config: &Config, argv: &[OsString]) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -75,7 +115,6 @@ pub fn run(boot: init::Boot, config: &Config, argv: &[OsString]) -> i32 {
         }
     };
     runtime.block_on(async {
-        let pid1 = boot.is_pid1();
         let (init, _events) = match boot.start() {
             Ok(started) => started,
             Err(e) => {
@@ -83,35 +122,11 @@ pub fn run(boot: init::Boot, config: &Config, argv: &[OsString]) -> i32 {
                 return 1;
             }
         };
-        let main = match init.spawn_main(argv, &SECRET_VARIABLES) {
+        let main = match start_main(&init, argv) {
             Ok(main) => main,
-            Err(e) => {
-                // tini's wording: "exec CMD failed: …"; ours names fork/exec.
-                eprintln!("mcp-exec: {e}");
-                return spawn_failure_code(&e);
-            }
+            Err(code) => return code,
         };
-        tracing::debug!(pid = %main.pid, pid1, "init mode: main command started");
-
-        // HTTP: with `--http`, build the `tools::App` here (jobs on `init`),
-        // and run `server::run` without stdio (CMD owns stdin/stdout), giving
-        // it `main.exit` as one more reason to end — e.g.
-        // `select! { status = &mut main.exit => EndReason::MainExited(…) }` in
-        // its loop — and no `Shutdown` events: in init mode the intake
-        // forwards SIGTERM/INT/QUIT to CMD and sends no events. Its §2.5
-        // shutdown then replaces the `init.shutdown` below, and this function
-        // returns `exit_code` of the status it was given.
-        let code = match main.exit.await {
-            Ok(status) => {
-                tracing::debug!(?status, "init mode: main command ended");
-                exit_code(status)
-            }
-            Err(e) => {
-                eprintln!("mcp-exec: {e}");
-                1
-            }
-        };
-
+        let code = code_of(main.exit.await);
         let report = init.shutdown(Vec::new(), config.shutdown_grace).await;
         for s in &report.survived_term {
             tracing::warn!(survivor = %s, "outlived SIGTERM for the whole grace period and was sent SIGKILL");

@@ -84,8 +84,9 @@ fn main() {
         }
     };
     if let Some(argv) = main_command {
-        // HTTP: with `--http`, init mode also serves MCP (HTTP only): see the
-        // `HTTP:` note in `init_mode::run`, which is where it plugs in.
+        // HTTP: this is pure init mode. With `--http`, branch here to the
+        // server instead (HTTP only, no stdio): the `HTTP:` note on
+        // `init_mode::run` says how CMD's exit plugs into `server::run`.
         let code = init_mode::run(boot, &config, &argv);
         drop(_log_guard);
         std::process::exit(code);
