@@ -883,22 +883,25 @@ fn set_disposition(n: i32, handler: nix::libc::sighandler_t) {
 /// which a write's thread-directed one would not in this multi-threaded
 /// runtime. The command exits 11 on PIPE, 12 on USR1.
 async fn main_own_sigpipe(init: &Init) {
-    let argv: Vec<OsString> = [
-        "sh",
-        "-c",
-        "trap 'exit 11' PIPE; trap 'exit 12' USR1; while :; do sleep 0.05; done",
-    ]
-    .map(OsString::from)
-    .to_vec();
+    // The shell creates the marker ($0) once its traps are set.
+    let marker = std::env::temp_dir().join(format!("init-probe-traps-{}", std::process::id()));
+    let argv: Vec<OsString> = vec![
+        "sh".into(),
+        "-c".into(),
+        "trap 'exit 11' PIPE; trap 'exit 12' USR1; : > \"$0\"; while :; do sleep 0.05; done".into(),
+        marker.clone().into_os_string(),
+    ];
     let main = init
         .spawn_main(&argv, &[])
         .expect("spawning the main command");
     println!("main_pid={}", main.pid);
-    // Let the shell set its traps.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ready = wait_for(STATUS_TIMEOUT, || marker.exists()).await;
+    println!("traps_set={ready}");
+    let _ = std::fs::remove_file(&marker);
     let me = nix::unistd::Pid::this();
     nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGPIPE).expect("kill PIPE");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Time for a wrongly forwarded SIGPIPE to arrive before USR1 does.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGUSR1).expect("kill USR1");
     println!("main={}", await_status(main.exit).await);
 }
