@@ -8,9 +8,11 @@
 //! names a higher one.
 //!
 //! `main` only wires things together, in an order that matters:
-//! 1. `--help`/`--version` print and exit before anything else starts;
-//! 2. `init::prepare()` runs before any thread exists (it blocks signals that
-//!    every later thread must inherit);
+//! 1. `--help`/`--version` print and exit before anything else starts, and so
+//!    does `health URL`; a `--` starts init mode (everything after it is the
+//!    main command, see `init_mode`);
+//! 2. `init::prepare()` (init mode: `prepare_forwarding()`) runs before any
+//!    thread exists (it blocks signals that every later thread must inherit);
 //! 3. logging (its writer thread now inherits the mask), configuration;
 //! 4. the tokio runtime, `Boot::start`, and the session until shutdown;
 //! 5. `process::exit(0)`, so no stray thread (a stdin reader blocked in
@@ -18,6 +20,8 @@
 
 mod capture;
 mod config;
+mod health;
+mod init_mode;
 mod jobs;
 mod logging;
 mod policy;
@@ -30,10 +34,24 @@ use std::sync::Arc;
 use config::Config;
 
 fn main() {
-    if let Some(code) = cli(std::env::args().skip(1)) {
+    // Init mode and `health` (init_mode.rs, health.rs): everything after the
+    // first `--` is the main command; the flags before it keep their meaning.
+    let (args, main_command) = init_mode::split_args(std::env::args_os().skip(1));
+    if args.first().map(String::as_str) == Some("health") {
+        std::process::exit(health::main(&args[1..]));
+    }
+    if main_command.as_ref().is_some_and(Vec::is_empty) {
+        eprintln!("mcp-exec: no command after \"--\"\n\n{}", help());
+        std::process::exit(2);
+    }
+    if let Some(code) = cli(args.into_iter()) {
         std::process::exit(code);
     }
-    let boot = match init::prepare() {
+    let prepare = match main_command {
+        Some(_) => init::prepare_forwarding,
+        None => init::prepare,
+    };
+    let boot = match prepare() {
         Ok(b) => b,
         Err(e) => {
             eprintln!("mcp-exec: {e}");
@@ -65,6 +83,14 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(argv) = main_command {
+        // HTTP: this is pure init mode. With `--http`, branch here to the
+        // server instead (HTTP only, no stdio): the `HTTP:` note on
+        // `init_mode::run` says how CMD's exit plugs into `server::run`.
+        let code = init_mode::run(boot, &config, &argv);
+        drop(_log_guard);
+        std::process::exit(code);
+    }
     let code = match run(boot, config, policies) {
         Ok(()) => 0,
         Err(e) => {
@@ -155,6 +181,11 @@ fn help() -> String {
     let mut s = format!(
         "mcp-exec {} — an MCP server (stdio) that runs shell commands as jobs; meant to be PID 1 of a container.\n\n\
          Usage: mcp-exec            serve MCP on stdin/stdout until EOF or SIGTERM\n       \
+         mcp-exec -- CMD [ARGS…]\n                           \
+         init mode: run CMD as the container's main process, tini-style; signals go to CMD,\n                           \
+         and mcp-exec exits with its status (128+N: signal N; 127 not found; 126 not executable)\n       \
+         mcp-exec health URL\n                           \
+         GET an http:// URL (for probes); exit 0 when it answers 200, else 1\n       \
          mcp-exec --help | --version\n\n\
          Tools: execute, wait, status, output, input, kill, list_jobs.\n\n\
          Environment:\n",

@@ -49,3 +49,9 @@ mod bounded;
 
 /// The cwd policy and secret redaction (SPEC §12.5, §12.6) end to end.
 mod policy;
+
+/// Init mode (`mcp-exec -- CMD`) side by side with tini, bare and as PID 1.
+mod initmode;
+
+/// `mcp-exec health URL` against real HTTP servers and closed ports.
+mod health;

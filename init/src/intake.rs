@@ -19,10 +19,29 @@
 //! - The fault signals (SEGV, BUS, ILL, FPE, ABRT, TRAP, SYS) are never
 //!   blocked: a fault in mcp-exec itself must still kill it.
 //!
-//! What the intake task does with a signal:
+//! What the intake task does with a signal (server mode, [`crate::prepare`]):
 //! - SIGTERM, SIGINT, SIGQUIT: [`Event::Shutdown`] for the application.
 //! - SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT: forwarded to the process
 //!   group of every running job, then reported as [`Event::Forwarded`].
+//!
+//! # Init mode ([`crate::prepare_forwarding`])
+//! Like tini, the intake reads every catchable signal except SIGCHLD (the
+//! reaper's) and the fault signals, and forwards each one to the main
+//! command's pid ([`crate::Init::spawn_main`]) — SIGTERM, SIGINT and SIGQUIT
+//! too: they never shut mcp-exec down, the main command's exit does. Jobs
+//! get none of them, and no [`Event`] is sent. Three rules:
+//! - The task waits for the main command's pid before it reads anything, so
+//!   a signal that arrives before the command exists stays pending and is
+//!   forwarded once it does (tini reads only after its spawn, too).
+//! - Forwarding happens under the reaper's lock, and only while the main
+//!   command is registered (not yet reaped): its pid cannot have been
+//!   reused, because an unreaped zombie still holds it. After it was reaped,
+//!   signals are dropped (the application is shutting down).
+//! - SIGPIPE is forwarded only when another process sent it. A SIGPIPE that
+//!   our own write to a broken pipe raised is blocked like the rest, so it
+//!   reaches this signalfd too; the kernel sends it as `SI_USER` from the
+//!   writer itself, so `ssi_pid` is our own pid. tini, which blocks the same
+//!   set, cannot tell the two apart.
 
 use std::io;
 use std::sync::Arc;
@@ -30,7 +49,7 @@ use std::sync::Arc;
 use nix::sys::signal::{SigSet, Signal as NixSignal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::Shared;
 use crate::signal::Signal;
@@ -85,6 +104,45 @@ pub(crate) fn handled_set() -> SigSet {
     set
 }
 
+/// The fault signals: never blocked, so that a fault in mcp-exec itself
+/// still kills it (also never forwarded in init mode, as in tini).
+const SYNCHRONOUS: [NixSignal; 7] = [
+    NixSignal::SIGFPE,
+    NixSignal::SIGILL,
+    NixSignal::SIGSEGV,
+    NixSignal::SIGBUS,
+    NixSignal::SIGABRT,
+    NixSignal::SIGTRAP,
+    NixSignal::SIGSYS,
+];
+
+/// Init mode's intake set: every signal glibc lets us block (`sigfillset`
+/// leaves out its internal 32 and 33) but SIGCHLD, the fault signals, and
+/// SIGKILL/SIGSTOP (which cannot be blocked or read).
+fn forwarding_set() -> SigSet {
+    let mut set = SigSet::all();
+    for sig in
+        SYNCHRONOUS
+            .into_iter()
+            .chain([NixSignal::SIGCHLD, NixSignal::SIGKILL, NixSignal::SIGSTOP])
+    {
+        set.remove(sig);
+    }
+    set
+}
+
+/// The set blocked at start-up in init mode: the forwarding set and SIGCHLD.
+pub(crate) fn forwarding_handled_set() -> SigSet {
+    let mut set = forwarding_set();
+    set.add(NixSignal::SIGCHLD);
+    set
+}
+
+/// Init mode's signalfd.
+pub(crate) fn open_forwarding() -> io::Result<AsyncFd<SignalFd>> {
+    signalfd(&forwarding_set())
+}
+
 /// Opens a non-blocking, close-on-exec signalfd for `set` and registers it
 /// with tokio's reactor.
 pub(crate) fn signalfd(set: &SigSet) -> io::Result<AsyncFd<SignalFd>> {
@@ -101,17 +159,31 @@ pub(crate) fn open() -> io::Result<AsyncFd<SignalFd>> {
 /// the descriptor itself fails (the caller's task then stops); a failed read
 /// is logged and retried.
 pub(crate) async fn next_signal(fd: &AsyncFd<SignalFd>) -> io::Result<Signal> {
+    next_siginfo(fd).await.map(|info| info.signal)
+}
+
+/// A signal read from a signalfd, with who sent it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Received {
+    pub(crate) signal: Signal,
+    /// `ssi_pid`: the sender's pid in our pid namespace (0 when it is
+    /// outside it, or for most signals the kernel raises).
+    pub(crate) pid: u32,
+}
+
+/// [`next_signal`], with the sender.
+pub(crate) async fn next_siginfo(fd: &AsyncFd<SignalFd>) -> io::Result<Received> {
     loop {
         let mut guard = fd.readable().await?;
         let read = guard.try_io(|inner| match inner.get_ref().read_signal() {
-            Ok(Some(info)) => Ok(info.ssi_signo),
+            Ok(Some(info)) => Ok((info.ssi_signo, info.ssi_pid)),
             Ok(None) => Err(io::ErrorKind::WouldBlock.into()),
             Err(e) => Err(io::Error::from(e)),
         });
         match read {
-            Ok(Ok(signo)) => {
-                if let Some(sig) = i32::try_from(signo).ok().and_then(Signal::from_raw) {
-                    return Ok(sig);
+            Ok(Ok((signo, pid))) => {
+                if let Some(signal) = i32::try_from(signo).ok().and_then(Signal::from_raw) {
+                    return Ok(Received { signal, pid });
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "reading signalfd"),
@@ -146,6 +218,52 @@ pub(crate) async fn run(
                 signal: sig,
                 groups: groups.len(),
             });
+        }
+    }
+}
+
+/// Init mode's intake task: forwards every signal it reads to the main
+/// command (see the module doc), until the process exits.
+pub(crate) async fn run_forwarding(
+    shared: Arc<Shared>,
+    fd: AsyncFd<SignalFd>,
+    mut main: watch::Receiver<Option<i32>>,
+) {
+    let main = match main.wait_for(Option::is_some).await {
+        Ok(pid) => pid.unwrap_or(0),
+        // The application dropped its handle without starting a command.
+        Err(_) => return,
+    };
+    let me = std::process::id();
+    loop {
+        let received = match next_siginfo(&fd).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "signalfd failed; signals are no longer forwarded");
+                return;
+            }
+        };
+        let sig = received.signal;
+        if sig == Signal::PIPE && received.pid == me {
+            tracing::debug!("SIGPIPE raised by our own write: not forwarded");
+            continue;
+        }
+        // Under the lock: a registered pid is unreaped, so not reused.
+        let registry = shared.reaper.lock();
+        if registry.contains_key(&main) {
+            let sent = crate::sys::kill(main, sig.as_raw());
+            drop(registry);
+            match sent {
+                Ok(()) => {
+                    tracing::debug!(signal = %sig, pid = main, "forwarded to the main command")
+                }
+                Err(e) => {
+                    tracing::warn!(signal = %sig, pid = main, error = %e, "forwarding to the main command failed")
+                }
+            }
+        } else {
+            drop(registry);
+            tracing::debug!(signal = %sig, "the main command has exited: signal dropped");
         }
     }
 }

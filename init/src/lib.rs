@@ -13,6 +13,14 @@
 //!    handle (spawn, group signalling, escalation with verified death,
 //!    shutdown) and a channel of [`Event`]s for the application.
 //!
+//! **Init mode** (tini-style, the binary's `mcp-exec -- CMD`): start with
+//! [`prepare_forwarding`] instead, then [`Init::spawn_main`] the container's
+//! main command. Every catchable signal but SIGCHLD and the fault signals is
+//! then forwarded to that command instead of becoming an [`Event`] (see
+//! [`intake`]); its exit arrives on [`MainCommand::exit`], and the
+//! application decides what follows (the binary shuts its jobs down and
+//! exits with the command's status).
+//!
 //! # Modules
 //! - [`reaper`]: the single reaper: the registry of children and the task
 //!   that reaps on SIGCHLD.
@@ -51,7 +59,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use nix::sys::signal::{SigmaskHow, pthread_sigmask};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
 pub use intake::Event;
@@ -59,7 +67,7 @@ pub use procinfo::Survivor;
 pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
-pub use spawn::{Cwd, Program, SpawnError, SpawnSpec, Spawned, errno_text};
+pub use spawn::{Cwd, MainCommand, Program, SpawnError, SpawnSpec, Spawned, errno_text};
 
 /// Returns free heap memory to the kernel; call when the application goes
 /// idle (glibc otherwise keeps freed memory of every arena).
@@ -91,6 +99,7 @@ pub enum InitError {
 /// The result of [`prepare`]: start-up facts, ready to [`start`](Boot::start).
 pub struct Boot {
     origin: spawn::Origin,
+    forwarding: bool,
     pid1: bool,
     subreaper: bool,
     /// Problems that did not stop start-up (log them once logging is up).
@@ -101,6 +110,18 @@ pub struct Boot {
 /// spawned: a thread created earlier would keep an unblocked mask, and a
 /// SIGTERM delivered to it would kill the process instead of being read.
 pub fn prepare() -> Result<Boot, InitError> {
+    prepare_mode(false)
+}
+
+/// [`prepare`] for init mode: blocks every catchable signal but SIGCHLD and
+/// the fault signals, so that the intake can forward them all to the main
+/// command ([`Init::spawn_main`]) instead of turning any into an [`Event`].
+/// The same rule applies: before any other thread exists.
+pub fn prepare_forwarding() -> Result<Boot, InitError> {
+    prepare_mode(true)
+}
+
+fn prepare_mode(forwarding: bool) -> Result<Boot, InitError> {
     fix_malloc_thresholds();
     let origin = spawn::Origin::capture();
     let mut warnings = Vec::new();
@@ -115,7 +136,12 @@ pub fn prepare() -> Result<Boot, InitError> {
             )),
         }
     }
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&intake::handled_set()), None)
+    let blocked = if forwarding {
+        intake::forwarding_handled_set()
+    } else {
+        intake::handled_set()
+    };
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), None)
         .map_err(|e| InitError::BlockSignals(e.into()))?;
     if let Err(e) = cloexec_inherited_fds() {
         warnings.push(format!(
@@ -124,6 +150,7 @@ pub fn prepare() -> Result<Boot, InitError> {
     }
     Ok(Boot {
         origin,
+        forwarding,
         pid1,
         subreaper,
         warnings,
@@ -175,20 +202,36 @@ impl Boot {
         self.pid1
     }
 
+    /// Whether this is init mode ([`prepare_forwarding`]).
+    pub fn is_forwarding(&self) -> bool {
+        self.forwarding
+    }
+
     /// The second start-up step; must run inside a tokio runtime (with IO and
     /// time enabled).
     pub fn start(self) -> Result<(Init, mpsc::UnboundedReceiver<Event>), InitError> {
         let chld = reaper::open_signalfd().map_err(InitError::SignalFd)?;
-        let fd = intake::open().map_err(InitError::SignalFd)?;
+        let fd = if self.forwarding {
+            intake::open_forwarding()
+        } else {
+            intake::open()
+        }
+        .map_err(InitError::SignalFd)?;
         let shared = Arc::new(Shared {
             reaper: reaper::Reaper::new(),
             origin: self.origin,
             pid1: self.pid1,
             subreaper: self.subreaper,
+            main: watch::Sender::new(None),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(reaper::run(Arc::clone(&shared), chld));
-        tokio::spawn(intake::run(Arc::clone(&shared), fd, tx));
+        if self.forwarding {
+            let main = shared.main.subscribe();
+            tokio::spawn(intake::run_forwarding(Arc::clone(&shared), fd, main));
+        } else {
+            tokio::spawn(intake::run(Arc::clone(&shared), fd, tx));
+        }
         Ok((Init { shared }, rx))
     }
 }
@@ -199,6 +242,9 @@ pub(crate) struct Shared {
     pub(crate) origin: spawn::Origin,
     pub(crate) pid1: bool,
     pub(crate) subreaper: bool,
+    /// Init mode: the main command's pid, once started (the forwarding
+    /// intake waits for it).
+    pub(crate) main: watch::Sender<Option<i32>>,
 }
 
 /// The handle the application uses: cheap to clone.

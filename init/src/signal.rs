@@ -78,6 +78,8 @@ impl Signal {
     pub const USR1: Signal = Signal(10);
     /// SIGUSR2.
     pub const USR2: Signal = Signal(12);
+    /// SIGPIPE.
+    pub const PIPE: Signal = Signal(13);
     /// SIGTERM.
     pub const TERM: Signal = Signal(15);
     /// SIGCHLD.

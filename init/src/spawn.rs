@@ -149,6 +149,16 @@ pub struct Spawned {
     pub exit: ExitWatch,
 }
 
+/// The container's main command in init mode, started by
+/// [`Init::spawn_main`].
+#[derive(Debug)]
+pub struct MainCommand {
+    /// Its pid, which is also its process-group id.
+    pub pid: Pid,
+    /// Resolves when the reaper has reaped it.
+    pub exit: ExitWatch,
+}
+
 /// Why a job could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -326,7 +336,8 @@ impl Init {
             argv: &argv,
             envp: &envp,
             cwd,
-            stdio: [stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()],
+            stdio: Some([stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()]),
+            foreground: None,
             sigmask: &origin.mask,
             sigdefault: &origin.sigdefault,
         };
@@ -347,6 +358,75 @@ impl Init {
             stdin: stdin_w,
             stdout: stdout_r,
             stderr: stderr_r,
+            exit: ExitWatch(rx),
+        })
+    }
+}
+
+impl Init {
+    /// Starts the container's main command (init mode), tini-style: `argv[0]`
+    /// looked up in `PATH`, in a new process group (pgid = its pid) that
+    /// becomes the foreground group of our controlling terminal if stdin is
+    /// one (as tini does, so that an interactive shell can read it); with our
+    /// stdin, stdout and stderr themselves (no pipes), our environment and
+    /// working directory (minus the variables named in `unset`: secrets meant
+    /// for mcp-exec only), and the signal state we started with. It is
+    /// registered with the reaper like a job, and from now on the forwarding
+    /// intake sends it the signals we receive ([`crate::prepare_forwarding`]).
+    ///
+    /// Call it once. A failed exec is a [`SpawnError::Exec`] with the errno
+    /// (`ENOENT`: not found); nothing is left running then.
+    pub fn spawn_main(&self, argv: &[OsString], unset: &[&str]) -> Result<MainCommand, SpawnError> {
+        let Some(first) = argv.first() else {
+            return Err(SpawnError::Exec {
+                program: String::new(),
+                reason: "empty argv".into(),
+                errno: None,
+            });
+        };
+        let program_name = first.to_string_lossy().into_owned();
+        let program = cstring(first, "the program")?;
+        let argv = argv
+            .iter()
+            .map(|a| cstring(a, "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let envp: Vec<&CStr> = base_environment()
+            .iter()
+            .filter(|(name, _)| !unset.iter().any(|u| name == OsStr::new(u)))
+            .map(|(_, entry)| entry.as_c_str())
+            .collect();
+        // Only a controlling terminal can be handed over: tcgetpgrp fails
+        // with ENOTTY on any other descriptor, and glibc would then fail the
+        // whole spawn (tini tolerates that failure in its child instead).
+        let stdin = std::io::stdin();
+        let foreground = crate::sys::tcgetpgrp(stdin.as_fd())
+            .is_ok()
+            .then(|| stdin.as_fd());
+        let origin = &self.shared.origin;
+        let args = crate::sys::SpawnArgs {
+            program: &program,
+            argv: &argv,
+            envp: &envp,
+            cwd: crate::sys::Chdir::Inherit,
+            stdio: None,
+            foreground,
+            sigmask: &origin.mask,
+            sigdefault: &origin.sigdefault,
+        };
+
+        // The lock is held across spawn+insert, as in `spawn`.
+        let mut registry = self.shared.reaper.lock();
+        let pid = crate::sys::posix_spawnp(&args).map_err(|e| SpawnError::Exec {
+            program: program_name,
+            reason: errno_text(&e),
+            errno: e.raw_os_error(),
+        })?;
+        let (tx, rx) = oneshot::channel();
+        registry.insert(pid, tx);
+        drop(registry);
+        self.shared.main.send_replace(Some(pid));
+        Ok(MainCommand {
+            pid: Pid(pid),
             exit: ExitWatch(rx),
         })
     }

@@ -5,7 +5,7 @@
 //! signal numbers including real-time ones (`kill`), querying a disposition
 //! glibc refuses to touch (`rt_sigaction`), close-on-exec by range
 //! (`close_range`, `fcntl`), glibc's allocator knobs (`mallopt`,
-//! `malloc_trim`), `posix_spawnp` (with `chdir`/`fchdir` file actions), and tokio's `AsyncFd::register`. The
+//! `malloc_trim`), `posix_spawnp` (with `chdir`/`fchdir`/`tcsetpgrp` file actions), `tcgetpgrp`, and tokio's `AsyncFd::register`. The
 //! policy (which signals, which thresholds, why) lives with the callers.
 //! Every `unsafe` block names the invariant it relies on.
 #![expect(unsafe_code, reason = "the one module that talks to libc directly")]
@@ -96,6 +96,21 @@ pub(crate) fn fcntl_setfd_cloexec(fd: i32) -> io::Result<()> {
     }
 }
 
+/// `tcgetpgrp(fd)`: the foreground process group of the terminal `fd`,
+/// which fails with `ENOTTY` unless `fd` is this process's controlling
+/// terminal.
+pub(crate) fn tcgetpgrp(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcgetpgrp only reads the terminal's state; the borrow keeps
+    // the descriptor open for the call.
+    let pgrp = unsafe { libc::tcgetpgrp(fd.as_raw_fd()) };
+    if pgrp >= 0 {
+        Ok(pgrp)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The working directory a [`posix_spawnp`] child changes to.
 #[derive(Clone, Copy)]
 pub(crate) enum Chdir<'a> {
@@ -118,8 +133,12 @@ pub(crate) struct SpawnArgs<'a> {
     pub(crate) envp: &'a [&'a CStr],
     /// Directory to change to in the child.
     pub(crate) cwd: Chdir<'a>,
-    /// Descriptors that become the child's 0, 1 and 2.
-    pub(crate) stdio: [BorrowedFd<'a>; 3],
+    /// Descriptors that become the child's 0, 1 and 2; `None`: it
+    /// inherits ours (init mode's main command).
+    pub(crate) stdio: Option<[BorrowedFd<'a>; 3]>,
+    /// A terminal whose foreground process group becomes the child's new
+    /// group (`addtcsetpgrp_np`, glibc 2.35), as tini does for its child.
+    pub(crate) foreground: Option<BorrowedFd<'a>>,
     /// The child's signal mask.
     pub(crate) sigmask: &'a SigSet,
     /// Signals (`1..=64`) whose disposition the child resets to `SIG_DFL`.
@@ -131,8 +150,8 @@ pub(crate) struct SpawnArgs<'a> {
 /// `fork`).
 ///
 /// The child gets a new process group (`POSIX_SPAWN_SETPGROUP`, pgid = its
-/// pid), `sigmask` (`SETSIGMASK`) and `SIG_DFL` for `sigdefault`
-/// (`SETSIGDEF`); every other disposition is inherited unchanged. `stdio` is
+/// pid; with `foreground`, also the terminal's foreground group), `sigmask` (`SETSIGMASK`) and `SIG_DFL` for `sigdefault`
+/// (`SETSIGDEF`); every other disposition is inherited unchanged. `stdio`, if given, is
 /// dup'ed onto 0/1/2, and `cwd` is changed to (`addchdir_np` or
 /// `addfchdir_np`, glibc 2.29) before those dups, so that a directory
 /// descriptor numbered below 3 is used before a dup replaces it.
@@ -241,11 +260,20 @@ pub(crate) fn posix_spawnp(args: &SpawnArgs<'_>) -> io::Result<i32> {
                 ))?;
             }
         }
-        for (fd, target) in args.stdio.iter().zip(0..) {
+        for (fd, target) in args.stdio.iter().flatten().zip(0..) {
             check(libc::posix_spawn_file_actions_adddup2(
                 fa,
                 fd.as_raw_fd(),
                 target,
+            ))?;
+        }
+        if let Some(tty) = args.foreground {
+            // Runs in the child after its `setpgid`, while glibc still has
+            // every signal blocked there: SIGTTOU cannot stop it although
+            // its new group is not yet in the foreground.
+            check(libc::posix_spawn_file_actions_addtcsetpgrp_np(
+                fa,
+                tty.as_raw_fd(),
             ))?;
         }
         let mut pid: libc::pid_t = 0;

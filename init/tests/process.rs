@@ -726,3 +726,15 @@ fn shutdown_terms_every_group_under_one_shared_grace_and_kills_the_survivors() {
         .collect();
     assert_eq!(directs, ["signaled:9", "signaled:9", "signaled:15"]);
 }
+
+#[test]
+fn init_mode_forwards_signals_to_the_main_command_but_not_a_sigpipe_of_its_own() {
+    let out = Running::probe(&["main-own-sigpipe"]).finish(Duration::from_secs(20));
+    out.assert_completed();
+    assert_eq!(out.get("traps_set"), "true");
+    assert_eq!(
+        out.get("main"),
+        "exited:12",
+        "11: our own SIGPIPE was forwarded; lost: USR1 was not"
+    );
+}

@@ -2,7 +2,7 @@
 //! and the capture policy that picks which streams a terminal result carries.
 //!
 //! This module owns no shared state and does no I/O: the job that owns a stream owns its
-//! [`Window`] and pushes what its pipe yields; readers call [`Window::slice`] with a
+//! [`Window`] and pushes what its pipe yields; readers call [`Window::slice_with`] with a
 //! [`StreamSpec`] and get a [`slice::Slice`], which is the wire form of SPEC §5.1.
 //!
 //! Invariants kept here, relied on by callers:

@@ -59,8 +59,9 @@ impl Window {
         self.slice_with(spec, None)
     }
 
-    /// [`Window::slice`], with `data` passed through `redact` when one is given: the range read
-    /// is the same, only `data` changes and `redacted` counts the matches (SPEC §12.6).
+    /// Reads the window as `spec` asks (as `slice` does), with `data` passed through `redact`
+    /// when one is given: the range read is the same, only `data` changes and `redacted` counts
+    /// the matches (SPEC §12.6).
     pub fn slice_with(&self, spec: &StreamSpec, redact: Option<&dyn Redact>) -> Option<Slice> {
         let read = match *spec {
             StreamSpec::None => return None,

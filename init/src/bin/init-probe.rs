@@ -56,8 +56,15 @@ fn main() -> ExitCode {
     // The signal state this process started with (reading a file starts no
     // thread), so the tests can check it is the one they asked for.
     let start = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
-    // First, before any thread exists (see `init::prepare`).
-    let boot = match init::prepare() {
+    // First, before any thread exists (see `init::prepare`). Scenarios named
+    // `main-…` are init mode's (`prepare_forwarding`).
+    let forwarding = args.first().is_some_and(|s| s.starts_with("main-"));
+    let prepare = if forwarding {
+        init::prepare_forwarding
+    } else {
+        init::prepare
+    };
+    let boot = match prepare() {
         Ok(b) => b,
         Err(e) => {
             eprintln!("init-probe: prepare: {e}");
@@ -97,6 +104,7 @@ fn main() -> ExitCode {
             "shutdown-groups" => shutdown_groups(&init).await,
             "forward" => forward(&init, events, rest).await,
             "shutdown" => shutdown(&init, events, rest).await,
+            "main-own-sigpipe" => main_own_sigpipe(&init).await,
             other => {
                 eprintln!("init-probe: unknown scenario {other:?}");
                 return ExitCode::from(2);
@@ -863,4 +871,34 @@ fn set_disposition(n: i32, handler: nix::libc::sighandler_t) {
             std::io::Error::last_os_error()
         );
     }
+}
+
+/// Init mode: a SIGPIPE the process raised itself is not forwarded to the
+/// main command, a USR1 it sent itself is. `kill(getpid(), SIGPIPE)` reads
+/// from the signalfd exactly as the SIGPIPE of a write to a broken pipe does
+/// (`SI_USER`, `ssi_pid` = our pid), but arrives on whichever thread reads,
+/// which a write's thread-directed one would not in this multi-threaded
+/// runtime. The command exits 11 on PIPE, 12 on USR1.
+async fn main_own_sigpipe(init: &Init) {
+    // The shell creates the marker ($0) once its traps are set.
+    let marker = std::env::temp_dir().join(format!("init-probe-traps-{}", std::process::id()));
+    let argv: Vec<OsString> = vec![
+        "sh".into(),
+        "-c".into(),
+        "trap 'exit 11' PIPE; trap 'exit 12' USR1; : > \"$0\"; while :; do sleep 0.05; done".into(),
+        marker.clone().into_os_string(),
+    ];
+    let main = init
+        .spawn_main(&argv, &[])
+        .expect("spawning the main command");
+    println!("main_pid={}", main.pid);
+    let ready = wait_for(STATUS_TIMEOUT, || marker.exists()).await;
+    println!("traps_set={ready}");
+    let _ = std::fs::remove_file(&marker);
+    let me = nix::unistd::Pid::this();
+    nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGPIPE).expect("kill PIPE");
+    // Time for a wrongly forwarded SIGPIPE to arrive before USR1 does.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGUSR1).expect("kill USR1");
+    println!("main={}", await_status(main.exit).await);
 }
