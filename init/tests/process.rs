@@ -653,7 +653,13 @@ fn a_group_whose_leader_died_while_a_member_survives_is_not_dead_until_that_memb
     );
     assert_eq!(out.get("kill_already_dead"), "false");
     assert_eq!(out.get("kill_dead"), "true");
-    assert_eq!(out.get("kill_phases"), "Draining");
+    // KILL is not ignorable: when the reaper is quick, the member is already
+    // reaped at the step's first check and no phase is waited through.
+    let kill_phases = out.get("kill_phases");
+    assert!(
+        ["Draining", "none"].contains(&kill_phases),
+        "the KILL step can only be draining: {kill_phases}"
+    );
     assert_eq!(out.get("group_exists"), "false");
 }
 
