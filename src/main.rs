@@ -62,7 +62,10 @@ fn main() {
         .current
         .unwrap_or(u64::MAX);
     let (config, mut warnings) = Config::from_lookup(|k| std::env::var(k).ok(), soft_nofile);
-    if std::env::var_os("MCP_EXEC_MAX_RUNNING").is_none() && config.max_running < 256 {
+    // Pure init mode runs no jobs; the warning is for servers that do.
+    let serves_jobs = main_command.is_none();
+    if serves_jobs && std::env::var_os("MCP_EXEC_MAX_RUNNING").is_none() && config.max_running < 256
+    {
         warnings.push(format!(
             "the descriptor limit (soft RLIMIT_NOFILE {soft_nofile}) allows only {} jobs at once; \
              raise it (e.g. podman/docker run --ulimit nofile=65536:65536) or set MCP_EXEC_MAX_RUNNING",
