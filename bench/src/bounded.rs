@@ -34,6 +34,17 @@ const FD_MARGIN: u64 = 16;
 /// The descriptor limit the idle-jobs server gets at least, where it can.
 const NOFILE: u64 = 65536;
 
+/// The revision the scenarios that use Part II inputs (`timeout`, `label`,
+/// `started_at`) negotiate: `protocol` from 2025-03-26 on, else the default.
+pub fn part_two(protocol: &str) -> &str {
+    // Revisions are dates: they compare as strings.
+    if protocol >= "2025-03-26" {
+        protocol
+    } else {
+        crate::client::DEFAULT_PROTOCOL
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Idle jobs
 // ---------------------------------------------------------------------------
@@ -603,9 +614,13 @@ fn not_redacting(data: &str) -> Result<Option<String>, Error> {
 /// Starts `cat <path>` (`nowait`) and polls `status` until it has finished
 /// (the job stays in the table: `status` never delivers); returns its id.
 fn finished_job(server: &mut Server, path: &str, bytes: usize) -> Result<String, Error> {
+    // `command`, not `argv`: 2024-11-05 sessions have no Part II inputs.
+    if path.contains('\'') {
+        return Err(Error(format!("redaction: cannot quote the path {path:?}")));
+    }
     let (_, r) = server.tool(
         "execute",
-        json!({"argv": ["cat", path], "nowait": true}),
+        json!({"command": format!("cat '{path}'"), "nowait": true}),
         CALL_TIMEOUT,
     )?;
     let Some(id) = r["job_id"].as_str().map(str::to_owned) else {
@@ -758,6 +773,13 @@ impl Drop for TempFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn part_two_scenarios_never_negotiate_a_revision_before_part_two() {
+        assert_eq!(part_two("2024-11-05"), crate::client::DEFAULT_PROTOCOL);
+        assert_eq!(part_two("2025-03-26"), "2025-03-26");
+        assert_eq!(part_two("2025-11-25"), "2025-11-25");
+    }
 
     #[test]
     fn pids_in_increasing_order_are_fifo() {

@@ -498,7 +498,8 @@ fn run(o: &Options) -> Result<(), Error> {
 
 /// The scenarios of issue 10 (SPEC §12), each with servers of its own; run
 /// after the shared server has been measured and shut down, the idle jobs
-/// last.
+/// last. `deadline` and `queue` need Part II inputs, so they negotiate
+/// 2025-06-18 when `--protocol` is older.
 fn bounded_figures(
     o: &Options,
     plan: &Plan,
@@ -513,7 +514,7 @@ fn bounded_figures(
         );
         let d = bounded::deadline(
             binary,
-            &o.protocol,
+            bounded::part_two(&o.protocol),
             plan.deadline_runs,
             plan.deadline_timeout,
         )?;
@@ -537,7 +538,12 @@ fn bounded_figures(
             "bench: admission queue ({} × {} nowait `echo $$` with MCP_EXEC_MAX_RUNNING={slots}, then wait)",
             plan.queue_runs, plan.queue_jobs
         );
-        let q = bounded::queue(binary, &o.protocol, plan.queue_jobs, plan.queue_runs)?;
+        let q = bounded::queue(
+            binary,
+            bounded::part_two(&o.protocol),
+            plan.queue_jobs,
+            plan.queue_runs,
+        )?;
         figures.push(Figure::rate_vs(
             "queue",
             format!(
@@ -599,7 +605,8 @@ fn bounded_figures(
                 figures.push(Figure::latency(
                     "redaction",
                     format!(
-                        "redaction: output of a full 1 MiB window, redacted − plain rtt                          ({} of {} secrets masked)",
+                        "redaction: output of a full 1 MiB window, redacted − plain rtt \
+                         ({} of {} secrets masked)",
                         r.masked, r.secrets
                     ),
                     &r.diff,
