@@ -134,3 +134,33 @@ fn exited_zero(status: libc::c_int, what: &str) -> Result<(), Error> {
         )))
     }
 }
+
+/// `jobs` spawns of `/bin/sh -c true` by `slots` threads, each a loop of
+/// `posix_spawn` + `waitpid` (as [`PosixSpawn::run`]) taking the next job
+/// until none is left: a job queue with `slots` running at once, in C terms.
+/// Returns the wall time of the whole.
+pub fn parallel_spawns(slots: usize, jobs: usize) -> Result<Duration, Error> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let spawn = PosixSpawn::default();
+    let next = AtomicUsize::new(0);
+    let t0 = Instant::now();
+    std::thread::scope(|s| -> Result<(), Error> {
+        let loops: Vec<_> = (0..slots.max(1))
+            .map(|_| {
+                s.spawn(|| -> Result<(), Error> {
+                    while next.fetch_add(1, Ordering::Relaxed) < jobs {
+                        spawn.run()?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for l in loops {
+            l.join()
+                .map_err(|_| Error("baseline spawn loop panicked".into()))??;
+        }
+        Ok(())
+    })?;
+    Ok(t0.elapsed())
+}

@@ -66,6 +66,36 @@ pub struct Server {
     started: Instant,
 }
 
+/// How to start a server beyond the defaults of [`Server::spawn`].
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Environment variables set on top of the harness's own.
+    pub env: Vec<(&'static str, String)>,
+    /// `RLIMIT_NOFILE` (soft, hard) to set in the child before `exec`.
+    pub nofile: Option<(u64, u64)>,
+}
+
+impl Launch {
+    /// A launch with these environment variables.
+    pub fn with_env(env: &[(&'static str, &str)]) -> Launch {
+        Launch {
+            env: env.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
+            nofile: None,
+        }
+    }
+}
+
+/// Requests serialised ahead of time for [`Server::pipeline`], so that
+/// building them is not part of a measured interval.
+pub struct Batch {
+    /// One line per request, newline included.
+    lines: Vec<Vec<u8>>,
+    /// The id of the first; the rest follow in order.
+    first: u64,
+    /// The tool called, for error messages.
+    tool: String,
+}
+
 /// A request that was written, with the time it was written.
 pub struct Sent {
     /// Its JSON-RPC id.
@@ -84,6 +114,12 @@ impl Server {
     /// The watchdog thread is started first, so that [`Server::started`]
     /// (taken just before the spawn) measures the server and not the client.
     pub fn spawn(binary: &Path) -> Result<Server, Error> {
+        Server::launch(binary, &Launch::default())
+    }
+
+    /// [`Server::spawn`] with `launch`'s environment on top and, when it
+    /// asks for one, a descriptor limit set in the child before `exec`.
+    pub fn launch(binary: &Path, launch: &Launch) -> Result<Server, Error> {
         let watchdog = Arc::new(Watchdog {
             epoch: Instant::now(),
             pid: AtomicU32::new(0),
@@ -96,13 +132,18 @@ impl Server {
             .name("watchdog".into())
             .spawn(move || watch(&dog))
             .map_err(|e| Error(format!("starting the watchdog: {e}")))?;
-        let started = Instant::now();
-        let spawned = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .env("SHELL", "/bin/sh")
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
+            .stderr(Stdio::null());
+        if let Some(limit) = launch.nofile {
+            crate::sys::set_nofile_before_exec(&mut command, limit);
+        }
+        let started = Instant::now();
+        let spawned = command.spawn();
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -285,6 +326,73 @@ impl Server {
                 watchdog: &self.watchdog,
             },
         ))
+    }
+
+    /// `tools/call` requests of tool `name`, one per element of `args`,
+    /// with fresh ids in order.
+    pub fn batch(&mut self, name: &str, args: &[Value]) -> Result<Batch, Error> {
+        let first = self.next_id + 1;
+        let mut lines = Vec::with_capacity(args.len());
+        for a in args {
+            let id = self.fresh_id();
+            let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": a}});
+            let mut line = serde_json::to_vec(&msg)?;
+            line.push(b'\n');
+            lines.push(line);
+        }
+        Ok(Batch {
+            lines,
+            first,
+            tool: name.to_owned(),
+        })
+    }
+
+    /// Writes every request of `batch` from a writer thread while this
+    /// thread reads the answers (a client that wrote all before reading
+    /// would deadlock once both pipes and the server's queues fill);
+    /// returns the parsed tool results in the order of the batch. The
+    /// watchdog bounds the whole batch by `timeout`.
+    pub fn pipeline(&mut self, batch: Batch, timeout: Duration) -> Result<Vec<Value>, Error> {
+        let Batch { lines, first, tool } = batch;
+        let n = lines.len();
+        self.arm(timeout);
+        let (stdin, mut reader) = self.halves()?;
+        let results = thread::scope(|s| -> Result<Vec<Option<Value>>, Error> {
+            let writer = s.spawn(move || -> Result<(), Error> {
+                for line in &lines {
+                    stdin
+                        .write_all(line)
+                        .map_err(|e| Error(format!("pipelining requests: {e}")))?;
+                }
+                Ok(())
+            });
+            let mut results: Vec<Option<Value>> = vec![None; n];
+            for _ in 0..n {
+                let (id, result) = reader.next_response()?;
+                let slot = id
+                    .checked_sub(first)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| results.get_mut(i));
+                let Some(slot) = slot.filter(|s| s.is_none()) else {
+                    return Err(Error(format!("unexpected response id {id}")));
+                };
+                *slot = Some(result);
+            }
+            writer
+                .join()
+                .map_err(|_| Error("the writer thread panicked".into()))??;
+            Ok(results)
+        });
+        self.disarm();
+        results?
+            .into_iter()
+            .map(|r| {
+                let r =
+                    r.ok_or_else(|| Error(format!("{tool}: a pipelined call got no answer")))?;
+                tool_json(&r, &tool)
+            })
+            .collect()
     }
 
     /// CPU time the server (all its threads, not its children) has used so far.

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu
-//! cargo run --release -p bench                 # full run (~1 min)
+//! cargo run --release -p bench                 # full run (~3 min)
 //! cargo run --release -p bench -- --smoke      # a few iterations: the harness works
 //! ```
 //!
@@ -15,11 +15,14 @@
 //! scenario cannot complete.
 //!
 //! Layout: [`client`] speaks JSON-RPC over the pipes, [`baseline`] measures
-//! the machine, [`scenarios`] measures the server, [`report`] compares them,
+//! the machine, [`scenarios`] measures the server (one shared server; the
+//! bounded-execution scenarios of issue 10 in [`bounded`] start their own),
+//! [`report`] compares them,
 //! [`stats`] holds the statistics, [`smaps`] breaks the idle RSS down by
 //! mapping, and [`sys`] holds the harness's only `unsafe` (two libc calls).
 
 mod baseline;
+mod bounded;
 mod client;
 mod report;
 mod scenarios;
@@ -64,7 +67,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 13] = [
     "size",
     "startup",
     "rtt",
@@ -74,6 +77,10 @@ const SCENARIOS: [&str; 9] = [
     "burst",
     "delivery",
     "kill",
+    "idle_jobs",
+    "deadline",
+    "queue",
+    "redaction",
 ];
 
 struct Options {
@@ -424,6 +431,7 @@ fn run(o: &Options) -> Result<(), Error> {
         );
     }
     server.shutdown(Duration::from_secs(10))?;
+    bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
 
     let table = report::markdown(&figures);
@@ -432,8 +440,12 @@ fn run(o: &Options) -> Result<(), Error> {
         "idle RSS after all scenarios by mapping (KiB resident, of KiB mapped): {}\n",
         smaps::summary(&idle_maps)
     );
+    let load_idle = notes
+        .get("loadavg_before_idle_jobs")
+        .and_then(Value::as_f64)
+        .map_or(String::new(), |l| format!(", {l:.2} before idle_jobs"));
     println!(
-        "load average (1 min): {} at start, {} at end; {} CPUs",
+        "load average (1 min): {} at start{load_idle}, {} at end; {} CPUs",
         load_start.map_or("?".into(), |l| format!("{l:.2}")),
         load_end.map_or("?".into(), |l| format!("{l:.2}")),
         cpus()
@@ -480,6 +492,222 @@ fn run(o: &Options) -> Result<(), Error> {
     eprintln!("bench: figures written to {}", json_path.display());
     if o.smoke {
         eprintln!("bench: smoke run OK (every response well-formed; timings are not asserted)");
+    }
+    Ok(())
+}
+
+/// The scenarios of issue 10 (SPEC §12), each with servers of its own; run
+/// after the shared server has been measured and shut down, the idle jobs
+/// last. `deadline` and `queue` need Part II inputs, so they negotiate
+/// 2025-06-18 when `--protocol` is older.
+fn bounded_figures(
+    o: &Options,
+    plan: &Plan,
+    binary: &Path,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<(), Error> {
+    if o.wants("deadline") {
+        eprintln!(
+            "bench: deadline ({} × execute `sleep 5` with timeout {} s)",
+            plan.deadline_runs, plan.deadline_timeout
+        );
+        let d = bounded::deadline(
+            binary,
+            bounded::part_two(&o.protocol),
+            plan.deadline_runs,
+            plan.deadline_timeout,
+        )?;
+        let t = plan.deadline_timeout;
+        figures.push(Figure::latency(
+            "deadline_server",
+            format!("deadline: `timeout: {t}` on `sleep 5`, duration_ms − {t} s (server's clock)"),
+            &d.server,
+            Some(("≤ 5 ms", 5.0)),
+        ));
+        figures.push(Figure::latency(
+            "deadline_client",
+            format!("  request → result − {t} s (client's clock)"),
+            &d.client,
+            Some(("≤ 5 ms", 5.0)),
+        ));
+    }
+    if o.wants("queue") {
+        let slots = bounded::QUEUE_SLOTS;
+        eprintln!(
+            "bench: admission queue ({} × {} nowait `echo $$` with MCP_EXEC_MAX_RUNNING={slots}, then wait)",
+            plan.queue_runs, plan.queue_jobs
+        );
+        let q = bounded::queue(
+            binary,
+            bounded::part_two(&o.protocol),
+            plan.queue_jobs,
+            plan.queue_runs,
+        )?;
+        figures.push(Figure::rate_vs(
+            "queue",
+            format!(
+                "queue: {} nowait jobs through {slots} slots, submit → all collected",
+                plan.queue_jobs
+            ),
+            "jobs/s",
+            &q.rate.server,
+            &q.rate.baseline,
+            "4 parallel posix_spawn+waitpid loops of sh -c true (libc)",
+            ("≥ 0.8× baseline", 0.8),
+        ));
+        figures.push(Figure::latency_in(
+            "queue_cpu",
+            "  server CPU per job (all its threads, not the jobs)",
+            "µs",
+            &q.cpu_per_job,
+            None,
+        ));
+        notes.insert("queue_submit_ms_median".into(), json!(q.submit_ms.median()));
+        figures.push(Figure::value(
+            "queue_lost",
+            format!(
+                "  jobs lost (of {}; {} were answered queued)",
+                q.jobs, q.queued
+            ),
+            "jobs",
+            q.lost as f64,
+            Some(("0", 0.0)),
+        ));
+        figures.push(Figure::value(
+            "queue_out_of_order",
+            format!(
+                "  jobs started before an earlier one (by pid; by started_at: {})",
+                q.started_at_out_of_order
+            ),
+            "jobs",
+            q.out_of_order as f64,
+            Some(("0 (FIFO)", 0.0)),
+        ));
+    }
+    if o.wants("redaction") {
+        eprintln!(
+            "bench: redaction ({} × output of a full 1 MiB window, redacting and plain servers)",
+            plan.redaction_reads
+        );
+        match bounded::redaction(binary, &o.protocol, plan.redaction_reads)? {
+            bounded::Redaction::Skipped(why) => {
+                eprintln!("bench: redaction skipped: {why}");
+                figures.push(Figure::skipped(
+                    "redaction",
+                    format!("redaction: output of a full 1 MiB window, redacted − plain rtt (skipped: {why})"),
+                    "ms",
+                    "≤ 5 ms",
+                ));
+                notes.insert("redaction_skipped".into(), json!(why));
+            }
+            bounded::Redaction::Measured(r) => {
+                figures.push(Figure::latency(
+                    "redaction",
+                    format!(
+                        "redaction: output of a full 1 MiB window, redacted − plain rtt \
+                         ({} of {} secrets masked)",
+                        r.masked, r.secrets
+                    ),
+                    &r.diff,
+                    Some(("≤ 5 ms", 5.0)),
+                ));
+                figures.push(Figure::latency(
+                    "redaction_read",
+                    "  output rtt, MCP_EXEC_REDACT=builtin",
+                    &r.redacted,
+                    None,
+                ));
+                figures.push(Figure::latency(
+                    "redaction_plain_read",
+                    "  output rtt, no redaction",
+                    &r.plain,
+                    None,
+                ));
+                figures.push(Figure::latency_in(
+                    "redaction_cpu",
+                    "  server CPU per read, redacting − plain",
+                    "µs",
+                    &r.cpu_diff,
+                    None,
+                ));
+            }
+        }
+    }
+    // Last: its 20 000 processes raise the load average for a minute.
+    if o.wants("idle_jobs") {
+        notes.insert(
+            "loadavg_before_idle_jobs".into(),
+            json!(scenarios::loadavg()),
+        );
+        eprintln!(
+            "bench: idle jobs ({} × nowait `sleep 600` in one server, {} list_jobs, then stdin EOF)",
+            plan.idle_jobs, plan.idle_list
+        );
+        let s = bounded::idle_jobs(binary, &o.protocol, plan.idle_jobs, plan.idle_list)?;
+        let n = s.jobs;
+        figures.push(Figure::value_at_least(
+            "idle_jobs_started",
+            format!(
+                "idle jobs: `sleep 600` nowait (stdin closed) answered running, of {n}{} \
+                 ({} sleep processes, {} with the marker in all; RLIMIT_NOFILE {}:{})",
+                if n < s.asked {
+                    format!(" (asked {}; the descriptor limit holds {n})", s.asked)
+                } else {
+                    String::new()
+                },
+                s.sleeps,
+                s.processes,
+                s.nofile.0,
+                s.nofile.1
+            ),
+            "jobs",
+            s.started as f64,
+            ("all started", n as f64),
+        ));
+        figures.push(Figure::value(
+            "idle_jobs_rss_per_job",
+            format!(
+                "  server RSS growth per job (anon {:.2} + file {:.2}; {:.2} → {:.2} MiB)",
+                s.per_job(|m| m.anon_kib),
+                s.per_job(|m| m.file_kib),
+                mib(s.before.rss_kib),
+                mib(s.after.rss_kib)
+            ),
+            "KiB",
+            s.per_job(|m| m.rss_kib),
+            Some(("≤ 4 KiB", 4.0)),
+        ));
+        figures.push(Figure::latency(
+            "idle_jobs_list",
+            format!("  list_jobs rtt with {n} jobs ({} B result)", s.list_bytes),
+            &s.list,
+            Some(("≤ 20 ms", 20.0)),
+        ));
+        figures.push(Figure::value(
+            "idle_jobs_start_rate",
+            format!(
+                "  starting them: {n} pipelined execute in {:.2} s",
+                s.start.as_secs_f64()
+            ),
+            "jobs/s",
+            n as f64 / s.start.as_secs_f64(),
+            None,
+        ));
+        figures.push(Figure::value(
+            "idle_jobs_shutdown",
+            format!("  shutdown by stdin EOF with {n} running jobs → exit"),
+            "ms",
+            s.shutdown.as_secs_f64() * 1e3,
+            None,
+        ));
+        figures.push(Figure::value(
+            "idle_jobs_left",
+            "  job processes left after the shutdown (zombies included)",
+            "left",
+            s.left as f64,
+            Some(("0 left", 0.0)),
+        ));
     }
     Ok(())
 }

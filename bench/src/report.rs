@@ -169,6 +169,34 @@ impl Figure {
         f
     }
 
+    /// A single value with a minimum (a count that must be reached).
+    pub fn value_at_least(
+        key: &'static str,
+        label: impl Into<String>,
+        unit: &'static str,
+        v: f64,
+        (text, min): (&'static str, f64),
+    ) -> Figure {
+        let mut f = Figure::plain(key, label, unit);
+        f.median = v;
+        f.target = text;
+        f.met = Some(v >= min);
+        f
+    }
+
+    /// A figure this run could not measure: no value, the target kept, and
+    /// neither met nor missed; the label says why.
+    pub fn skipped(
+        key: &'static str,
+        label: impl Into<String>,
+        unit: &'static str,
+        target: &'static str,
+    ) -> Figure {
+        let mut f = Figure::plain(key, label, unit);
+        f.target = target;
+        f
+    }
+
     /// Sets an absolute maximum on the median.
     pub fn with_target(mut self, text: &'static str, max: f64) -> Figure {
         self.target = text;
@@ -360,6 +388,23 @@ mod tests {
         assert_eq!(f.unit, "µs");
         let row = markdown(&[f]);
         assert!(row.contains("| 5.50 µs | 9.00 | 10.0 |"), "{row}");
+    }
+
+    #[test]
+    fn a_count_below_its_minimum_is_a_miss() {
+        let all = Figure::value_at_least("c", "c", "jobs", 10.0, ("all 10", 10.0));
+        assert_eq!(all.met, Some(true));
+        let some = Figure::value_at_least("c", "c", "jobs", 9.0, ("all 10", 10.0));
+        assert_eq!(some.met, Some(false));
+    }
+
+    #[test]
+    fn a_skipped_figure_is_neither_met_nor_missed() {
+        let f = Figure::skipped("s", "s (skipped: why)", "ms", "≤ 5 ms");
+        assert_eq!(f.met, None);
+        let row = markdown(&[f]);
+        assert!(row.contains("| — ms |"), "{row}");
+        assert!(row.contains("| ≤ 5 ms | — |"), "{row}");
     }
 
     #[test]

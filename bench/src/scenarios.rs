@@ -26,7 +26,7 @@ use crate::client::{self, Server};
 use crate::stats::Samples;
 
 /// How long one ordinary call may take before the harness gives up.
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Iteration counts and sizes of one run.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +54,20 @@ pub struct Plan {
     pub delivery: usize,
     /// Kill-latency runs.
     pub kill: usize,
+    /// Concurrent idle jobs in one server (issue 10).
+    pub idle_jobs: usize,
+    /// `list_jobs` calls while they run.
+    pub idle_list: usize,
+    /// Runs of the deadline scenario.
+    pub deadline_runs: usize,
+    /// The deadline of each run, seconds.
+    pub deadline_timeout: f64,
+    /// Jobs per run of the admission-queue scenario.
+    pub queue_jobs: usize,
+    /// Runs of the admission-queue scenario.
+    pub queue_runs: usize,
+    /// `output` reads of the full window per server in the redaction scenario.
+    pub redaction_reads: usize,
 }
 
 impl Plan {
@@ -70,6 +84,13 @@ impl Plan {
         burst_runs: 5,
         delivery: 50,
         kill: 50,
+        idle_jobs: 10_000,
+        idle_list: 20,
+        deadline_runs: 50,
+        deadline_timeout: 1.0,
+        queue_jobs: 1000,
+        queue_runs: 5,
+        redaction_reads: 30,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -85,6 +106,14 @@ impl Plan {
         burst_runs: 1,
         delivery: 3,
         kill: 3,
+        idle_jobs: 200,
+        idle_list: 3,
+        deadline_runs: 3,
+        // Shorter than the full run's 1 s: the smoke run checks the shapes.
+        deadline_timeout: 0.3,
+        queue_jobs: 50,
+        queue_runs: 1,
+        redaction_reads: 3,
     };
 }
 
@@ -97,7 +126,7 @@ pub struct Paired {
     pub baseline: Samples,
 }
 
-fn expect_state(result: &Value, want: &str, what: &str) -> Result<(), Error> {
+pub fn expect_state(result: &Value, want: &str, what: &str) -> Result<(), Error> {
     if result["state"] == want {
         Ok(())
     } else {
@@ -325,59 +354,37 @@ pub fn burst(server: &mut Server, jobs: usize, runs: usize) -> Result<Burst, Err
 /// One burst; returns the total time and the time until all `execute`s
 /// had been answered.
 fn burst_once(server: &mut Server, jobs: usize) -> Result<(Duration, Duration), Error> {
-    use std::io::Write;
-
-    let mut lines = Vec::with_capacity(jobs);
-    let first = server.fresh_id();
-    for i in 0..jobs {
-        let id = if i == 0 { first } else { server.fresh_id() };
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "execute", "arguments": {"command": "true", "nowait": true}}});
-        let mut line = serde_json::to_vec(&msg)?;
-        line.push(b'\n');
-        lines.push(line);
-    }
-    let ids = first..first + jobs as u64;
-
-    server.arm(CALL_TIMEOUT);
+    let args = vec![json!({"command": "true", "nowait": true}); jobs];
+    let batch = server.batch("execute", &args)?;
     let t0 = Instant::now();
-    let (stdin, mut reader) = server.halves()?;
-    // A writer thread, because a client that wrote all requests before
-    // reading would deadlock once both pipes and the server's queues fill.
-    let started = std::thread::scope(|s| -> Result<Vec<String>, Error> {
-        let writer = s.spawn(move || -> Result<(), Error> {
-            for line in &lines {
-                stdin
-                    .write_all(line)
-                    .map_err(|e| Error(format!("burst: writing: {e}")))?;
-            }
-            Ok(())
-        });
-        let mut job_ids = Vec::with_capacity(jobs);
-        for _ in 0..jobs {
-            let (id, result) = reader.next_response()?;
-            if !ids.contains(&id) {
-                return Err(Error(format!("burst: unexpected response id {id}")));
-            }
-            let result = client::tool_json(&result, "execute")?;
-            expect_state(&result, "running", "burst execute")?;
-            let Some(job) = result["job_id"].as_str() else {
-                return Err(Error(format!("burst: no job_id in {result}")));
-            };
-            job_ids.push(job.to_owned());
-        }
-        writer
-            .join()
-            .map_err(|_| Error("burst: writer thread panicked".into()))??;
-        Ok(job_ids)
-    });
-    server.disarm();
+    let answers = server.pipeline(batch, CALL_TIMEOUT)?;
     let submitted = t0.elapsed();
-    let mut remaining = started?;
+    let mut remaining = Vec::with_capacity(jobs);
+    for result in &answers {
+        expect_state(result, "running", "burst execute")?;
+        let Some(job) = result["job_id"].as_str() else {
+            return Err(Error(format!("burst: no job_id in {result}")));
+        };
+        remaining.push(job.to_owned());
+    }
+    for r in collect(server, &remaining, "burst")? {
+        expect_state(&r, "success", "burst job")?;
+    }
+    Ok((t0.elapsed(), submitted))
+}
+
+/// `wait`s until every job of `ids` is terminal; returns their results in
+/// the order of `ids`. Each `wait` returns as soon as one listed job is
+/// terminal, with every terminal one delivered; the rest are waited for
+/// again.
+pub fn collect(server: &mut Server, ids: &[String], what: &str) -> Result<Vec<Value>, Error> {
+    let mut out: Vec<Option<Value>> = vec![None; ids.len()];
+    let mut remaining: Vec<usize> = (0..ids.len()).collect();
     while !remaining.is_empty() {
+        let job_ids: Vec<&str> = remaining.iter().map(|&i| ids[i].as_str()).collect();
         let (_, results) = server.tool(
             "wait",
-            json!({"job_ids": remaining, "timeout": 30}),
+            json!({"job_ids": job_ids, "timeout": 30}),
             CALL_TIMEOUT,
         )?;
         // An array; from 2025-06-18 on wrapped as `{"results": […]}`, because
@@ -385,30 +392,36 @@ fn burst_once(server: &mut Server, jobs: usize) -> Result<(Duration, Duration), 
         let results = results.get("results").unwrap_or(&results);
         let Some(results) = results.as_array() else {
             return Err(Error(format!(
-                "burst: wait did not return an array: {results}"
+                "{what}: wait did not return an array: {results}"
             )));
         };
         if results.len() != remaining.len() {
-            return Err(Error(
-                "burst: wait returned a different number of entries".into(),
-            ));
+            return Err(Error(format!(
+                "{what}: wait returned a different number of entries"
+            )));
         }
         let mut still = Vec::new();
-        for (id, r) in remaining.iter().zip(results) {
+        for (&i, r) in remaining.iter().zip(results) {
+            if r["job_id"] != ids[i].as_str() {
+                return Err(Error(format!(
+                    "{what}: wait answered {} for {}",
+                    r["job_id"], ids[i]
+                )));
+            }
             match r["state"].as_str() {
-                Some("running") => still.push(id.clone()),
-                Some("success") => {}
-                _ => return Err(Error(format!("burst: job {id} ended as {r}"))),
+                Some("running" | "queued") => still.push(i),
+                Some("success" | "error") => out[i] = Some(r.clone()),
+                _ => return Err(Error(format!("{what}: job {} is {r}", ids[i]))),
             }
         }
         if still.len() == remaining.len() {
-            return Err(Error(
-                "burst: wait timed out with every job still running".into(),
-            ));
+            return Err(Error(format!(
+                "{what}: wait timed out with every job still running"
+            )));
         }
         remaining = still;
     }
-    Ok((t0.elapsed(), submitted))
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// What the delivery-latency scenario measured.
@@ -473,7 +486,7 @@ pub fn kill(server: &mut Server, runs: usize) -> Result<Samples, Error> {
 }
 
 /// Pids whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
+pub fn children_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

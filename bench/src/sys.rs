@@ -8,14 +8,18 @@
 //! - [`process_cpu_time`]: another process's CPU time (all its threads) from
 //!   its CPU-time clock, in nanoseconds; `/proc/<pid>/stat` only has 10 ms
 //!   ticks, far too coarse for a few µs per request.
+//! - [`set_nofile_before_exec`]: a server's descriptor limit, set in its
+//!   child before `exec` (the server never changes its own, SPEC §12.8).
 #![expect(
     unsafe_code,
-    reason = "the baseline is the bare libc call; std has no per-process CPU clock"
+    reason = "the baseline is the bare libc call; std has no per-process CPU clock or rlimit hook"
 )]
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::time::Duration;
 
 /// Spawns `argv` (`argv[0]` is the path, no `PATH` search) with
@@ -300,6 +304,30 @@ impl PipedSpawner {
             libc::posix_spawnattr_destroy(at);
         }
         result
+    }
+}
+
+/// Makes `cmd`'s child set `RLIMIT_NOFILE` to (`soft`, `hard`) before it
+/// `exec`s. Raising the hard limit needs `CAP_SYS_RESOURCE` (root); when the
+/// call fails the child exits with the error instead of running with a
+/// limit the caller did not ask for.
+pub fn set_nofile_before_exec(cmd: &mut Command, (soft, hard): (u64, u64)) {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: the hook runs in the child between fork and exec, where only
+    // async-signal-safe functions may be called: setrlimit is one (a plain
+    // system call), and the closure allocates nothing and takes no lock
+    // (`last_os_error` reads errno).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
     }
 }
 
