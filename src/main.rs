@@ -20,6 +20,7 @@ mod capture;
 mod config;
 mod jobs;
 mod logging;
+mod metrics;
 mod policy;
 mod protocol;
 mod server;
@@ -30,9 +31,10 @@ use std::sync::Arc;
 use config::Config;
 
 fn main() {
-    if let Some(code) = cli(std::env::args().skip(1)) {
-        std::process::exit(code);
-    }
+    let flags = match cli(std::env::args().skip(1)) {
+        Ok(flags) => flags,
+        Err(code) => std::process::exit(code),
+    };
     let boot = match init::prepare() {
         Ok(b) => b,
         Err(e) => {
@@ -43,7 +45,19 @@ fn main() {
     let soft_nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
-    let (config, mut warnings) = Config::from_lookup(|k| std::env::var(k).ok(), soft_nofile);
+    // Flags win over the environment.
+    let (mut config, mut warnings) = Config::from_lookup(
+        |k| {
+            flags
+                .settings
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(k).ok())
+        },
+        soft_nofile,
+    );
+    config.no_stdio = flags.no_stdio;
     if std::env::var_os("MCP_EXEC_MAX_RUNNING").is_none() && config.max_running < 256 {
         warnings.push(format!(
             "the descriptor limit (soft RLIMIT_NOFILE {soft_nofile}) allows only {} jobs at once; \
@@ -81,6 +95,7 @@ fn main() {
 struct Policies {
     cwd: policy::cwd::CwdPolicy,
     redact: Option<policy::redact::Redactor>,
+    listeners: server::Listeners,
 }
 
 impl Policies {
@@ -97,6 +112,7 @@ impl Policies {
                     .as_deref()
                     .map(std::path::Path::new),
             )?,
+            listeners: server::Listeners::from_config(config)?,
         })
     }
 }
@@ -126,36 +142,69 @@ fn run(boot: init::Boot, config: Config, policies: Policies) -> std::io::Result<
             redact: policies.redact,
             config,
         });
-        let reason = server::run(app, events).await?;
+        let reason = server::run(app, events, policies.listeners).await?;
         tracing::info!(?reason, "mcp-exec exiting");
         Ok(())
     })
 }
 
-/// Handles `--help`/`--version`; returns the exit code when it printed.
-fn cli(mut args: impl Iterator<Item = String>) -> Option<i32> {
-    let arg = args.next()?;
-    match arg.as_str() {
-        "--version" | "-V" => {
-            println!("mcp-exec {}", env!("CARGO_PKG_VERSION"));
-            Some(0)
-        }
-        "--help" | "-h" => {
-            print!("{}", help());
-            Some(0)
-        }
-        other => {
-            eprintln!("mcp-exec: unknown argument {other:?}\n\n{}", help());
-            Some(2)
-        }
+/// The command-line flags: settings that win over their environment
+/// variables, and `--no-stdio`.
+#[derive(Debug, Default)]
+struct Flags {
+    settings: Vec<(&'static str, String)>,
+    no_stdio: bool,
+}
+
+/// Parses the flags; `Err` is the exit code when it printed (`--help`,
+/// `--version`: 0; a bad argument: 2).
+fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
+    let mut flags = Flags::default();
+    while let Some(arg) = args.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let variable = match name.as_str() {
+            "--version" | "-V" => {
+                println!("mcp-exec {}", env!("CARGO_PKG_VERSION"));
+                return Err(0);
+            }
+            "--help" | "-h" => {
+                print!("{}", help());
+                return Err(0);
+            }
+            "--no-stdio" if inline.is_none() => {
+                flags.no_stdio = true;
+                continue;
+            }
+            "--http" => "MCP_EXEC_HTTP",
+            "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
+            _ => {
+                eprintln!("mcp-exec: unknown argument {arg:?}\n\n{}", help());
+                return Err(2);
+            }
+        };
+        let Some(value) = inline.or_else(|| args.next()) else {
+            eprintln!("mcp-exec: {name} needs a value (ADDR)");
+            return Err(2);
+        };
+        flags.settings.push((variable, value));
     }
+    Ok(flags)
 }
 
 fn help() -> String {
     let mut s = format!(
         "mcp-exec {} — an MCP server (stdio) that runs shell commands as jobs; meant to be PID 1 of a container.\n\n\
-         Usage: mcp-exec            serve MCP on stdin/stdout until EOF or SIGTERM\n       \
+         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--no-stdio]\n       \
          mcp-exec --help | --version\n\n\
+         Serves MCP on stdin/stdout until EOF or SIGTERM; with --http also (or, with\n\
+         --no-stdio, only) Streamable HTTP on ADDR, until SIGTERM.\n\n\
+         Flags (they win over their environment variables):\n  \
+         --http ADDR             MCP_EXEC_HTTP\n  \
+         --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
+         --no-stdio              serve no MCP on stdio (needs --http)\n\n\
          Tools: execute, wait, status, output, input, kill, list_jobs.\n\n\
          Environment:\n",
         env!("CARGO_PKG_VERSION")

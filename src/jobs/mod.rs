@@ -138,6 +138,21 @@ impl Jobs {
         &self.shared.table
     }
 
+    /// Whether the circuit breaker refuses new jobs now (SPEC §12.7).
+    pub fn breaker_open(&self) -> bool {
+        self.shared.breaker.is_open()
+    }
+
+    /// Orphaned processes reaped so far (SPEC §14).
+    pub fn orphans_reaped(&self) -> u64 {
+        self.shared.init.orphans_reaped()
+    }
+
+    /// Whether this process is PID 1.
+    pub fn is_pid1(&self) -> bool {
+        self.shared.init.is_pid1()
+    }
+
     /// Submits a job: it starts now if there is capacity and nobody waits
     /// before it, otherwise it joins the queue. A start failure leaves a
     /// terminal job in the table; a full queue refuses it.
@@ -283,10 +298,12 @@ impl Shared {
         let spawned = match spawned {
             Ok(s) => {
                 self.breaker.succeeded();
+                crate::metrics::job_started();
                 s
             }
             Err(error) => {
                 tracing::info!(job = %id, %error, "job failed to start");
+                crate::metrics::job_finished("start_error");
                 self.table.start_failed(id, error);
                 self.admit_next();
                 return None;

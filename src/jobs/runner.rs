@@ -197,6 +197,12 @@ pub(crate) async fn run(
                 if table.set_terminal(id, end) {
                     shared.admit_next();
                 }
+                crate::metrics::job_finished(match end {
+                    _ if expired => "timeout",
+                    Outcome::Exited(0) => "success",
+                    Outcome::Signaled(_) => "signal",
+                    Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
+                });
             }
             () = sleep_until_opt(limits.deadline), if !exited && !expired => {
                 expired = true;
