@@ -49,3 +49,6 @@ mod bounded;
 
 /// The cwd policy and secret redaction (SPEC §12.5, §12.6) end to end.
 mod policy;
+
+/// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
+mod http;
