@@ -256,6 +256,49 @@ fn a_protocol_version_header_must_be_the_negotiated_or_a_supported_one(t: Target
     assert_eq!(with("2025-03-26"), 400);
 }
 
+fn an_idle_session_expires_and_then_gets_404(t: Target) {
+    let s = Both::start(t, &[("MCP_EXEC_HTTP_SESSION_IDLE", "1")], &[]);
+    let sid = s.initialize();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(s.post(Some(&sid), &ping).status, 200);
+    // Any request would keep it alive: stay away for idle + one sweep + slack.
+    std::thread::sleep(Duration::from_millis(3000));
+    assert_eq!(
+        s.post(Some(&sid), &ping).status,
+        404,
+        "the idle session did not expire"
+    );
+}
+
+fn a_batch_is_answered_as_one_array_in_a_2025_03_26_session_only(t: Target) {
+    let s = Both::start(t, &[], &[]);
+    let init = |rev: &str| {
+        let r = s.post(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": rev}}),
+        );
+        r.header("mcp-session-id").unwrap().to_owned()
+    };
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "execute", "arguments": {"command": "echo b"}}},
+    ]);
+    let old = init("2025-03-26");
+    let r = s.post(Some(&old), &batch);
+    assert_eq!(r.status, 200, "{r:?}");
+    let v = r.json();
+    let answers = v.as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(answers.len(), 2, "{v}");
+    assert_eq!(answers[0]["id"], json!(1), "{v}");
+    assert_eq!(answers[1]["id"], json!(2), "{v}");
+    let new = init(LATEST);
+    let r = s.post(Some(&new), &batch);
+    assert_eq!(r.json()["error"]["code"], json!(-32600), "{r:?}");
+}
+
 fn get_is_405_and_an_accept_without_json_is_406(t: Target) {
     let s = Both::start(t, &[], &[]);
     let sid = s.initialize();
@@ -388,6 +431,45 @@ fn stdin_eof_with_http_ends_the_stdio_session_only(t: Target) {
     let sid = s.initialize();
     let r = s.call(&sid, 1, "execute", json!({"command": "echo still"}));
     assert_eq!(r["stdout"]["data"], json!("still\n"), "{r}");
+}
+
+fn sigterm_answers_an_http_call_in_flight_32800_and_health_says_shutting_down(t: Target) {
+    let mut s = Both::start(t, &[("MCP_EXEC_SHUTDOWN_GRACE", "2")], &["--no-stdio"]);
+    let sid = s.initialize();
+    // A job that ignores TERM keeps the shutdown going for the grace.
+    s.call(
+        &sid,
+        1,
+        "execute",
+        json!({"command": "trap '' TERM; sleep 30", "nowait": true}),
+    );
+    let port = s.port;
+    let session = sid.clone();
+    let blocked = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "execute", "arguments": {"command": "sleep 30"}}});
+        http(
+            port,
+            "POST",
+            "/mcp",
+            &[("Mcp-Session-Id", &session), ("Accept", "application/json")],
+            &body.to_string(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let status = Command::new("kill")
+        .args(["-TERM", &s.stdio.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let r = blocked.join().unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["error"]["code"], json!(-32800), "{r:?}");
+    let h = http(s.port, "GET", "/healthz", &[], "");
+    assert_eq!(h.status, 503, "{h:?}");
+    assert_eq!(h.json()["status"], json!("shutting_down"), "{h:?}");
+    let exit = s.stdio.wait_exit(Duration::from_secs(10));
+    assert!(exit.is_some_and(|e| e.success()), "{exit:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -702,8 +784,11 @@ mod bare_only {
         a_request_without_a_session_gets_400_an_unknown_one_404_and_a_deleted_one_404,
         a_protocol_version_header_must_be_the_negotiated_or_a_supported_one,
         get_is_405_and_an_accept_without_json_is_406,
+        an_idle_session_expires_and_then_gets_404,
+        a_batch_is_answered_as_one_array_in_a_2025_03_26_session_only,
         a_progress_token_with_sse_accepted_streams_progress_naming_the_job_then_the_response,
         stdin_eof_with_http_ends_the_stdio_session_only,
+        sigterm_answers_an_http_call_in_flight_32800_and_health_says_shutting_down,
         a_missing_or_wrong_token_gets_401_with_www_authenticate,
         a_foreign_origin_or_host_gets_403,
         an_oversize_body_gets_413,
