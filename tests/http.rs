@@ -388,16 +388,28 @@ fn a_job_started_over_http_is_waited_for_over_stdio(t: Target) {
 }
 
 fn a_blocking_execute_whose_client_disconnects_leaves_its_job_listed(t: Target) {
-    let s = Both::start(t, &[], &[]);
+    let s = Both::start(t, &[("MCP_EXEC_PROGRESS_INTERVAL", "0.2")], &[]);
     let sid = s.initialize();
+    // Plain JSON, and an SSE stream that already carried progress events.
+    for (n, accept) in ["application/json", "application/json, text/event-stream"]
+        .into_iter()
+        .enumerate()
+    {
+        vanish_during_execute(&s, &sid, accept, n);
+    }
+}
+
+fn vanish_during_execute(s: &Both, sid: &str, accept: &str, n: usize) {
+    let label = format!("vanished-{n}");
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "execute", "arguments": {"command": "sleep 1.5; echo kept", "label": "vanished"}}})
+        "params": {"name": "execute", "arguments": {"command": "sleep 1.5; echo kept", "label": label},
+                   "_meta": {"progressToken": n}}})
     .to_string();
     {
         let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         write!(
             c,
-            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\n\
              Mcp-Session-Id: {sid}\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
@@ -408,16 +420,16 @@ fn a_blocking_execute_whose_client_disconnects_leaves_its_job_listed(t: Target) 
     // Past the job's end: a call that had not detached would have claimed
     // its result and taken it out of the table by now.
     std::thread::sleep(Duration::from_millis(1800));
-    let listed = s.call(&sid, 4, "list_jobs", json!({}));
+    let listed = s.call(sid, 4, "list_jobs", json!({}));
     let jobs = listed["jobs"].as_array().unwrap();
     let job = jobs
         .iter()
-        .find(|j| j["label"] == json!("vanished"))
+        .find(|j| j["label"] == json!(label))
         .unwrap_or_else(|| panic!("the detached job is not listed: {listed}"));
     let id = job["job_id"].as_str().unwrap().to_owned();
     // Its result was not delivered to anyone: a later wait collects it.
-    let w = s.call(&sid, 5, "wait", json!({"job_ids": [id]}));
-    assert_eq!(w[0]["stdout"]["data"], json!("kept\n"), "{w}");
+    let w = s.call(sid, 5, "wait", json!({"job_ids": [id]}));
+    assert_eq!(w[0]["stdout"]["data"], json!("kept\n"), "{accept}: {w}");
 }
 
 fn stdin_eof_with_http_ends_the_stdio_session_only(t: Target) {
@@ -554,6 +566,46 @@ fn an_oversize_body_gets_413(t: Target) {
     c.read_to_end(&mut raw).unwrap();
     let r = parse(&raw);
     assert_eq!(r.status, 413, "{r:?}");
+}
+
+fn connections_past_the_limit_wait_until_one_closes(t: Target) {
+    let s = Both::start(t, &[("MCP_EXEC_HTTP_MAX_CONNECTIONS", "1")], &[]);
+    let idle = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.write_all(b"GET /livez HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(800)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    assert!(
+        c.read(&mut buf).is_err(),
+        "a connection past the limit was served"
+    );
+    drop(idle);
+    c.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).unwrap();
+    assert_eq!(parse(&raw).status, 200);
+}
+
+fn a_request_head_over_16_kib_is_refused(t: Target) {
+    let s = Both::start(t, &[], &[]);
+    let big = "x".repeat(20 * 1024);
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let _ = write!(
+        c,
+        "GET /livez HTTP/1.1\r\nHost: localhost\r\nX-Big: {big}\r\n\r\n"
+    );
+    let mut raw = Vec::new();
+    let _ = c.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 431"),
+        "an oversize head was served: {text:?}"
+    );
+    assert!(!text.contains("200 OK"), "{text:?}");
 }
 
 /// The server's header timeout (not configurable).
@@ -792,6 +844,8 @@ mod bare_only {
         a_missing_or_wrong_token_gets_401_with_www_authenticate,
         a_foreign_origin_or_host_gets_403,
         an_oversize_body_gets_413,
+        connections_past_the_limit_wait_until_one_closes,
+        a_request_head_over_16_kib_is_refused,
         a_client_that_does_not_finish_its_headers_in_10_s_is_dropped,
     );
 }
