@@ -53,8 +53,8 @@ pub struct Config {
     pub http: Option<String>,
     /// `MCP_EXEC_HTTP_TOKEN_FILE`, raw.
     pub http_token_file: Option<String>,
-    /// `MCP_EXEC_HTTP_TOKEN`, raw.
-    pub http_token: Option<String>,
+    /// `MCP_EXEC_HTTP_TOKEN`, raw (never shown by `Debug`).
+    pub http_token: Option<Secret>,
     /// `MCP_EXEC_HTTP_ALLOWED_ORIGINS`, raw.
     pub http_allowed_origins: Option<String>,
     /// `MCP_EXEC_HTTP_INSECURE=1`: allow a non-loopback bind without a token.
@@ -67,6 +67,17 @@ pub struct Config {
     pub metrics_listen: Option<String>,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
     pub no_stdio: bool,
+}
+
+/// A secret setting: its `Debug` does not show it, so logging the
+/// configuration cannot leak it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
 }
 
 /// Descriptors kept for the server itself when the default
@@ -337,7 +348,7 @@ impl Config {
         c.redact_patterns_file = raw("MCP_EXEC_REDACT_PATTERNS_FILE");
         c.http = raw("MCP_EXEC_HTTP");
         c.http_token_file = raw("MCP_EXEC_HTTP_TOKEN_FILE");
-        c.http_token = raw("MCP_EXEC_HTTP_TOKEN");
+        c.http_token = raw("MCP_EXEC_HTTP_TOKEN").map(Secret);
         c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
         c.http_insecure = get("MCP_EXEC_HTTP_INSECURE").is_some_and(|v| v.trim() == "1");
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");

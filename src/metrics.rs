@@ -8,16 +8,17 @@
 //! values in a [`Snapshot`] and [`render`] sets them just before encoding.
 //! The `process_*` gauges are read from `/proc/self` at scrape time.
 //!
-//! Not yet exported (SPEC §14 lists them): the duration and queue-wait
-//! histograms, output and dropped bytes per stream, redactions, zombies,
+//! Not yet exported (SPEC §14 lists them): output and dropped bytes per stream, redactions, zombies,
 //! spawn failures by reason, request durations, transfer bytes, CPU seconds.
 
 use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, &'static str)>;
@@ -26,6 +27,8 @@ struct Metrics {
     registry: Mutex<Registry>,
     jobs_started: Counter,
     jobs_finished: Family<Labels, Counter>,
+    job_duration: Histogram,
+    queue_wait: Histogram,
     requests: Family<Labels, Counter>,
     orphans_reaped: Counter,
     jobs_running: Gauge,
@@ -43,6 +46,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         registry: Mutex::new(Registry::default()),
         jobs_started: Counter::default(),
         jobs_finished: Family::default(),
+        job_duration: Histogram::new(BUCKETS),
+        queue_wait: Histogram::new(BUCKETS),
         requests: Family::default(),
         orphans_reaped: Counter::default(),
         jobs_running: Gauge::default(),
@@ -63,6 +68,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "jobs_finished",
             "Jobs that reached a terminal state, by outcome",
             m.jobs_finished.clone(),
+        );
+        mcp.register(
+            "job_duration_seconds",
+            "How long jobs ran, start to exit",
+            m.job_duration.clone(),
+        );
+        mcp.register(
+            "job_queue_wait_seconds",
+            "How long jobs waited for capacity before they started",
+            m.queue_wait.clone(),
         );
         mcp.register("jobs_running", "Jobs running now", m.jobs_running.clone());
         mcp.register(
@@ -110,6 +125,21 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     }
     m
 });
+
+/// Histogram buckets, seconds: from a quick command to an hour-long build.
+const BUCKETS: [f64; 12] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// A job ran this long.
+pub fn job_duration(d: Duration) {
+    METRICS.job_duration.observe(d.as_secs_f64());
+}
+
+/// A job waited this long in the queue before it started (0: it did not).
+pub fn queue_wait(d: Duration) {
+    METRICS.queue_wait.observe(d.as_secs_f64());
+}
 
 /// A job was spawned.
 pub fn job_started() {
@@ -239,6 +269,8 @@ mod tests {
             "mcp_exec_jobs_started_total",
             "mcp_exec_jobs_finished_total{outcome=\"success\"}",
             "mcp_exec_jobs_running 2",
+            "mcp_exec_job_duration_seconds_bucket{le=\"0.01\"}",
+            "mcp_exec_job_queue_wait_seconds_count",
             "mcp_exec_jobs_queued 0",
             "mcp_exec_jobs_capacity 8",
             "mcp_exec_requests_total{transport=\"stdio\",method=\"ping\",outcome=\"ok\"}",

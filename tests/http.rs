@@ -762,6 +762,8 @@ fn healthz_livez_and_metrics_answer_and_the_metrics_parse_as_prometheus_text(t: 
         for f in [
             "mcp_exec_jobs_started",
             "mcp_exec_jobs_finished",
+            "mcp_exec_job_duration_seconds",
+            "mcp_exec_job_queue_wait_seconds",
             "mcp_exec_requests",
             "mcp_exec_http_sessions",
             "process_resident_memory_bytes",

@@ -299,6 +299,8 @@ impl Shared {
             Ok(s) => {
                 self.breaker.succeeded();
                 crate::metrics::job_started();
+                let waited = self.table.with(id, |j| j.queued_at).flatten();
+                crate::metrics::queue_wait(waited.map_or(Duration::ZERO, |q| q.elapsed()));
                 s
             }
             Err(error) => {

@@ -67,7 +67,7 @@ impl Settings {
                 }
                 Some(t.as_bytes().to_vec())
             }
-            (None, Some(t)) if !t.trim().is_empty() => Some(t.trim().as_bytes().to_vec()),
+            (None, Some(t)) if !t.0.trim().is_empty() => Some(t.0.trim().as_bytes().to_vec()),
             (None, Some(_)) => return Err("MCP_EXEC_HTTP_TOKEN is blank".into()),
             (None, None) => None,
         };
@@ -150,7 +150,7 @@ mod tests {
         c.http_insecure = true;
         assert!(Settings::from_config(&c).is_ok());
         c.http_insecure = false;
-        c.http_token = Some("t".into());
+        c.http_token = Some(crate::config::Secret("t".into()));
         assert!(Settings::from_config(&c).is_ok());
         assert!(Settings::from_config(&config("127.0.0.1:0")).is_ok());
     }
