@@ -8,9 +8,10 @@
 //! values in a [`Snapshot`] and [`render`] sets them just before encoding.
 //! The `process_*` gauges are read from `/proc/self` at scrape time.
 //!
-//! Not yet exported (SPEC §14 lists them): output and dropped bytes per stream, redactions, zombies,
-//! spawn failures by reason, request durations, transfer bytes, CPU seconds.
+//! Not yet exported (SPEC §14 lists them): dropped bytes per stream,
+//! redactions, zombies, request durations, transfer bytes.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
@@ -31,6 +32,10 @@ struct Metrics {
     queue_wait: Histogram,
     requests: Family<Labels, Counter>,
     orphans_reaped: Counter,
+    /// `[stdout, stderr]`, fetched from their family once.
+    output_bytes: [Counter; 2],
+    spawn_failures: Family<Labels, Counter>,
+    cpu_seconds: Counter<f64, AtomicU64>,
     jobs_running: Gauge,
     jobs_queued: Gauge,
     jobs_capacity: Gauge,
@@ -42,7 +47,16 @@ struct Metrics {
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let output: Family<Labels, Counter> = Family::default();
+    // One statement each: the guard `get_or_create` returns holds the
+    // family's read lock until the statement ends, and creating the second
+    // label set needs its write lock.
+    let stdout = output.get_or_create(&vec![("stream", "stdout")]).clone();
+    let stderr = output.get_or_create(&vec![("stream", "stderr")]).clone();
     let m = Metrics {
+        output_bytes: [stdout, stderr],
+        spawn_failures: Family::default(),
+        cpu_seconds: Counter::default(),
         registry: Mutex::new(Registry::default()),
         jobs_started: Counter::default(),
         jobs_finished: Family::default(),
@@ -110,7 +124,22 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Orphaned processes reaped (subreaper or PID 1)",
             m.orphans_reaped.clone(),
         );
+        mcp.register(
+            "output_bytes",
+            "Bytes jobs wrote, by stream (before any window dropped some)",
+            output,
+        );
+        mcp.register(
+            "spawn_failures",
+            "Jobs that could not start, by reason (breaker_open, spawn_error)",
+            m.spawn_failures.clone(),
+        );
         let process = r.sub_registry_with_prefix("process");
+        process.register(
+            "cpu_seconds",
+            "User and system CPU time of the server itself, seconds",
+            m.cpu_seconds.clone(),
+        );
         process.register(
             "resident_memory_bytes",
             "Resident memory size in bytes",
@@ -139,6 +168,19 @@ pub fn job_duration(d: Duration) {
 /// A job waited this long in the queue before it started (0: it did not).
 pub fn queue_wait(d: Duration) {
     METRICS.queue_wait.observe(d.as_secs_f64());
+}
+
+/// A job wrote `n` bytes to stdout (or stderr).
+pub fn output_bytes(stderr: bool, n: usize) {
+    METRICS.output_bytes[usize::from(stderr)].inc_by(n as u64);
+}
+
+/// A job could not start.
+pub fn spawn_failed(reason: &'static str) {
+    METRICS
+        .spawn_failures
+        .get_or_create(&vec![("reason", reason)])
+        .inc();
 }
 
 /// A job was spawned.
@@ -205,6 +247,10 @@ pub fn render(snapshot: &Snapshot) -> String {
     m.resident.set(process.resident);
     m.open_fds.set(process.open_fds);
     m.start_time.set(process.start_time);
+    let seen = m.cpu_seconds.get();
+    if process.cpu_seconds > seen {
+        m.cpu_seconds.inc_by(process.cpu_seconds - seen);
+    }
     let mut out = String::new();
     let registry = m.registry.lock().unwrap_or_else(|p| p.into_inner());
     // Writing into a String does not fail.
@@ -217,6 +263,7 @@ struct ProcessStats {
     resident: i64,
     open_fds: i64,
     start_time: i64,
+    cpu_seconds: f64,
 }
 
 /// Reads `/proc/self`; a value that cannot be read is reported as 0.
@@ -229,20 +276,27 @@ fn process_stats() -> ProcessStats {
     let open_fds = std::fs::read_dir("/proc/self/fd")
         .map(|d| gauge(d.count().saturating_sub(1)))
         .unwrap_or(0);
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which may itself contain spaces and ')';
+    // field N of stat(5) is `fields[N - 3]`.
+    let fields: Vec<&str> = stat
+        .rfind(')')
+        .map(|i| stat[i + 1..].split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    let cpu_ticks = field(14).unwrap_or(0) + field(15).unwrap_or(0);
     ProcessStats {
         resident,
         open_fds,
-        start_time: start_time().unwrap_or(0),
+        start_time: field(22).and_then(start_time).unwrap_or(0),
+        cpu_seconds: cpu_ticks as f64 / hz as f64,
     }
 }
 
 /// Boot time (`btime` in /proc/stat) plus the process's start in clock
-/// ticks after boot (field 22 of /proc/self/stat).
-fn start_time() -> Option<i64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which may itself contain spaces and ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+/// `ticks` after boot (field 22 of /proc/self/stat).
+fn start_time(ticks: u64) -> Option<i64> {
     let btime: u64 = std::fs::read_to_string("/proc/stat")
         .ok()?
         .lines()
@@ -280,6 +334,8 @@ mod tests {
             "process_resident_memory_bytes",
             "process_open_fds",
             "process_start_time_seconds",
+            "process_cpu_seconds_total",
+            "mcp_exec_output_bytes_total{stream=\"stdout\"}",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }

@@ -103,6 +103,20 @@ struct Both {
     stdio: Server,
     port: u16,
     metrics_port: Option<u16>,
+    /// The server's own pid on the host.
+    server_pid: Option<u32>,
+}
+
+/// With HTTP on, stdin EOF does not end the server (and killing `unshare`
+/// does not end the PID 1 it forked): kill the server itself.
+impl Drop for Both {
+    fn drop(&mut self) {
+        if let Some(pid) = self.server_pid {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
 }
 
 /// The port printed in `mcp-exec: listening for WHAT on 127.0.0.1:PORT`.
@@ -135,10 +149,12 @@ impl Both {
         let metrics_port = args
             .contains(&"--metrics-listen")
             .then(|| bound_port(&stdio, "metrics"));
+        let server_pid = stdio.server_host_pid();
         Both {
             stdio,
             port,
             metrics_port,
+            server_pid,
         }
     }
 

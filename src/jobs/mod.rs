@@ -289,9 +289,13 @@ impl Shared {
             ..
         } = pending;
         let spawned = match self.breaker.check() {
-            Err(refusal) => Err(refusal),
+            Err(refusal) => {
+                crate::metrics::spawn_failed("breaker_open");
+                Err(refusal)
+            }
             Ok(()) => self.init.spawn(&spec).map_err(|e| {
                 self.breaker.failed(&e);
+                crate::metrics::spawn_failed("spawn_error");
                 e.to_string()
             }),
         };

@@ -349,6 +349,7 @@ impl JobTable {
             }
             job.last_output = Instant::now();
         }
+        crate::metrics::output_bytes(matches!(stream, Stream::Stderr), bytes.len());
         self.output.notify_waiters();
         true
     }
