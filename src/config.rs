@@ -49,6 +49,35 @@ pub struct Config {
     pub redact: Option<String>,
     /// `MCP_EXEC_REDACT_PATTERNS_FILE`, raw.
     pub redact_patterns_file: Option<String>,
+    /// `MCP_EXEC_HTTP` / `--http`: the Streamable HTTP listen address, raw.
+    pub http: Option<String>,
+    /// `MCP_EXEC_HTTP_TOKEN_FILE`, raw.
+    pub http_token_file: Option<String>,
+    /// `MCP_EXEC_HTTP_TOKEN`, raw (never shown by `Debug`).
+    pub http_token: Option<Secret>,
+    /// `MCP_EXEC_HTTP_ALLOWED_ORIGINS`, raw.
+    pub http_allowed_origins: Option<String>,
+    /// `MCP_EXEC_HTTP_INSECURE=1`: allow a non-loopback bind without a token.
+    pub http_insecure: bool,
+    /// `MCP_EXEC_HTTP_SESSION_IDLE`: an HTTP session idle this long ends.
+    pub http_session_idle: Duration,
+    /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`, raw (a limit: validated by `main`).
+    pub http_max_connections: Option<String>,
+    /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
+    pub metrics_listen: Option<String>,
+    /// `--no-stdio`: serve no MCP on stdio (a flag only).
+    pub no_stdio: bool,
+}
+
+/// A secret setting: its `Debug` does not show it, so logging the
+/// configuration cannot leak it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
 }
 
 /// Descriptors kept for the server itself when the default
@@ -85,12 +114,21 @@ impl Default for Config {
             default_cwd: None,
             redact: None,
             redact_patterns_file: None,
+            http: None,
+            http_token_file: None,
+            http_token: None,
+            http_allowed_origins: None,
+            http_insecure: false,
+            http_session_idle: Duration::from_secs(3600),
+            http_max_connections: None,
+            metrics_listen: None,
+            no_stdio: false,
         }
     }
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 18] = [
+pub const VARIABLES: [(&str, &str, &str); 26] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -177,6 +215,42 @@ pub const VARIABLES: [(&str, &str, &str); 18] = [
         "unset",
         "more redaction patterns, one regular expression per line",
     ),
+    (
+        "MCP_EXEC_HTTP",
+        "unset",
+        "--http ADDR: also serve Streamable HTTP on ADDR (e.g. 127.0.0.1:8080)",
+    ),
+    (
+        "MCP_EXEC_HTTP_TOKEN_FILE",
+        "unset",
+        "file holding the HTTP bearer token (preferred)",
+    ),
+    ("MCP_EXEC_HTTP_TOKEN", "unset", "the HTTP bearer token"),
+    (
+        "MCP_EXEC_HTTP_ALLOWED_ORIGINS",
+        "localhost",
+        "comma-separated Origins allowed (default: localhost, 127.0.0.1, [::1])",
+    ),
+    (
+        "MCP_EXEC_HTTP_INSECURE",
+        "unset",
+        "1: allow a non-loopback --http address without a token",
+    ),
+    (
+        "MCP_EXEC_HTTP_SESSION_IDLE",
+        "3600",
+        "seconds after which an idle HTTP session ends",
+    ),
+    (
+        "MCP_EXEC_HTTP_MAX_CONNECTIONS",
+        "256",
+        "open HTTP connections at most",
+    ),
+    (
+        "MCP_EXEC_METRICS_LISTEN",
+        "unset",
+        "--metrics-listen ADDR: /metrics, /healthz, /livez without a token",
+    ),
 ];
 
 impl Config {
@@ -211,6 +285,11 @@ impl Config {
             false,
         );
         seconds("MCP_EXEC_SHUTDOWN_GRACE", &mut c.shutdown_grace, true);
+        seconds(
+            "MCP_EXEC_HTTP_SESSION_IDLE",
+            &mut c.http_session_idle,
+            false,
+        );
         let mut bytes = |name: &str, slot: &mut usize| {
             if let Some(raw) = get(name) {
                 match raw.trim().parse::<usize>() {
@@ -267,6 +346,13 @@ impl Config {
         c.default_cwd = raw("MCP_EXEC_DEFAULT_CWD");
         c.redact = raw("MCP_EXEC_REDACT");
         c.redact_patterns_file = raw("MCP_EXEC_REDACT_PATTERNS_FILE");
+        c.http = raw("MCP_EXEC_HTTP");
+        c.http_token_file = raw("MCP_EXEC_HTTP_TOKEN_FILE");
+        c.http_token = raw("MCP_EXEC_HTTP_TOKEN").map(Secret);
+        c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
+        c.http_insecure = get("MCP_EXEC_HTTP_INSECURE").is_some_and(|v| v.trim() == "1");
+        c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
+        c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
         if let Some(raw) = get("MCP_EXEC_LOG").filter(|s| !s.trim().is_empty()) {
             c.log = raw;
         }

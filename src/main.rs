@@ -24,6 +24,7 @@ mod health;
 mod init_mode;
 mod jobs;
 mod logging;
+mod metrics;
 mod policy;
 mod protocol;
 mod server;
@@ -44,9 +45,10 @@ fn main() {
         eprintln!("mcp-exec: no command after \"--\"\n\n{}", help());
         std::process::exit(2);
     }
-    if let Some(code) = cli(args.into_iter()) {
-        std::process::exit(code);
-    }
+    let flags = match cli(args.into_iter()) {
+        Ok(flags) => flags,
+        Err(code) => std::process::exit(code),
+    };
     let prepare = match main_command {
         Some(_) => init::prepare_forwarding,
         None => init::prepare,
@@ -61,9 +63,23 @@ fn main() {
     let soft_nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
-    let (config, mut warnings) = Config::from_lookup(|k| std::env::var(k).ok(), soft_nofile);
+    // Flags win over the environment.
+    let (mut config, mut warnings) = Config::from_lookup(
+        |k| {
+            flags
+                .settings
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(k).ok())
+        },
+        soft_nofile,
+    );
+    // In init mode the main command owns stdin and stdout: MCP is served
+    // over HTTP only, if at all (SPEC §10).
+    config.no_stdio = flags.no_stdio || (main_command.is_some() && config.http.is_some());
     // Pure init mode runs no jobs; the warning is for servers that do.
-    let serves_jobs = main_command.is_none();
+    let serves_jobs = main_command.is_none() || config.http.is_some();
     if serves_jobs && std::env::var_os("MCP_EXEC_MAX_RUNNING").is_none() && config.max_running < 256
     {
         warnings.push(format!(
@@ -86,16 +102,16 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Some(argv) = main_command {
-        // HTTP: this is pure init mode. With `--http`, branch here to the
-        // server instead (HTTP only, no stdio): the `HTTP:` note on
-        // `init_mode::run` says how CMD's exit plugs into `server::run`.
-        let code = init_mode::run(boot, &config, &argv);
+    if let Some(argv) = main_command.as_deref()
+        && config.http.is_none()
+    {
+        // Pure init mode: no MCP at all.
+        let code = init_mode::run(boot, &config, argv);
         drop(_log_guard);
         std::process::exit(code);
     }
-    let code = match run(boot, config, policies) {
-        Ok(()) => 0,
+    let code = match run(boot, config, policies, main_command) {
+        Ok(code) => code,
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("mcp-exec: {e}");
@@ -110,6 +126,7 @@ fn main() {
 struct Policies {
     cwd: policy::cwd::CwdPolicy,
     redact: Option<policy::redact::Redactor>,
+    listeners: server::Listeners,
 }
 
 impl Policies {
@@ -126,17 +143,34 @@ impl Policies {
                     .as_deref()
                     .map(std::path::Path::new),
             )?,
+            listeners: server::Listeners::from_config(config)?,
         })
     }
 }
 
-fn run(boot: init::Boot, config: Config, policies: Policies) -> std::io::Result<()> {
+/// Runs the server until it ends; returns the process's exit code (0, or in
+/// init mode the main command's).
+fn run(
+    boot: init::Boot,
+    config: Config,
+    policies: Policies,
+    main_command: Option<Vec<std::ffi::OsString>>,
+) -> std::io::Result<i32> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let pid1 = boot.is_pid1();
         let (init, events) = boot.start().map_err(std::io::Error::other)?;
+        // Init mode with HTTP: the main command starts first; its exit is
+        // one more reason for the server to end.
+        let main = match &main_command {
+            Some(argv) => match init_mode::start_main(&init, argv) {
+                Ok(main) => Some(main.exit),
+                Err(code) => return Ok(code),
+            },
+            None => None,
+        };
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
             pid1,
@@ -155,41 +189,78 @@ fn run(boot: init::Boot, config: Config, policies: Policies) -> std::io::Result<
             redact: policies.redact,
             config,
         });
-        let reason = server::run(app, events).await?;
+        let reason = server::run(app, events, policies.listeners, main).await?;
         tracing::info!(?reason, "mcp-exec exiting");
-        Ok(())
+        Ok(match reason {
+            server::EndReason::MainExited(code) => code,
+            _ => 0,
+        })
     })
 }
 
-/// Handles `--help`/`--version`; returns the exit code when it printed.
-fn cli(mut args: impl Iterator<Item = String>) -> Option<i32> {
-    let arg = args.next()?;
-    match arg.as_str() {
-        "--version" | "-V" => {
-            println!("mcp-exec {}", env!("CARGO_PKG_VERSION"));
-            Some(0)
-        }
-        "--help" | "-h" => {
-            print!("{}", help());
-            Some(0)
-        }
-        other => {
-            eprintln!("mcp-exec: unknown argument {other:?}\n\n{}", help());
-            Some(2)
-        }
+/// The command-line flags: settings that win over their environment
+/// variables, and `--no-stdio`.
+#[derive(Debug, Default)]
+struct Flags {
+    settings: Vec<(&'static str, String)>,
+    no_stdio: bool,
+}
+
+/// Parses the flags; `Err` is the exit code when it printed (`--help`,
+/// `--version`: 0; a bad argument: 2).
+fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
+    let mut flags = Flags::default();
+    while let Some(arg) = args.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let variable = match name.as_str() {
+            "--version" | "-V" => {
+                println!("mcp-exec {}", env!("CARGO_PKG_VERSION"));
+                return Err(0);
+            }
+            "--help" | "-h" => {
+                print!("{}", help());
+                return Err(0);
+            }
+            "--no-stdio" if inline.is_none() => {
+                flags.no_stdio = true;
+                continue;
+            }
+            "--http" => "MCP_EXEC_HTTP",
+            "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
+            _ => {
+                eprintln!("mcp-exec: unknown argument {arg:?}\n\n{}", help());
+                return Err(2);
+            }
+        };
+        let Some(value) = inline.or_else(|| args.next()) else {
+            eprintln!("mcp-exec: {name} needs a value (ADDR)");
+            return Err(2);
+        };
+        flags.settings.push((variable, value));
     }
+    Ok(flags)
 }
 
 fn help() -> String {
     let mut s = format!(
         "mcp-exec {} — an MCP server (stdio) that runs shell commands as jobs; meant to be PID 1 of a container.\n\n\
-         Usage: mcp-exec            serve MCP on stdin/stdout until EOF or SIGTERM\n       \
-         mcp-exec -- CMD [ARGS…]\n                           \
+         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--no-stdio]\n       \
+         mcp-exec [--http ADDR] [--metrics-listen ADDR] -- CMD [ARGS…]\n                           \
          init mode: run CMD as the container's main process, tini-style; signals go to CMD,\n                           \
-         and mcp-exec exits with its status (128+N: signal N; 127 not found; 126 not executable)\n       \
+         and mcp-exec exits with its status (128+N: signal N; 127 not found; 126 not executable);\n                           \
+         with --http it also serves MCP over HTTP (never on stdio, which CMD owns)\n       \
          mcp-exec health URL\n                           \
          GET an http:// URL (for probes); exit 0 when it answers 200, else 1\n       \
          mcp-exec --help | --version\n\n\
+         Serves MCP on stdin/stdout until EOF or SIGTERM; with --http also (or, with\n\
+         --no-stdio, only) Streamable HTTP on ADDR, until SIGTERM.\n\n\
+         Flags (they win over their environment variables):\n  \
+         --http ADDR             MCP_EXEC_HTTP\n  \
+         --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
+         --no-stdio              serve no MCP on stdio (needs --http)\n\n\
          Tools: execute, wait, status, output, input, kill, list_jobs.\n\n\
          Environment:\n",
         env!("CARGO_PKG_VERSION")

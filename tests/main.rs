@@ -55,3 +55,6 @@ mod initmode;
 
 /// `mcp-exec health URL` against real HTTP servers and closed ports.
 mod health;
+
+/// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
+mod http;

@@ -218,13 +218,23 @@ pub fn errno_text(e: &io::Error) -> String {
     }
 }
 
+/// Variables of the server's environment that no job ever gets: the HTTP
+/// bearer token and where it is (SPEC §11). Withheld here, where every
+/// job's environment is built, rather than removed from the process
+/// environment: `remove_var` is unsafe once threads exist, and would not
+/// hide it anyway — `/proc/<server>/environ` shows the environment the
+/// server was started with to any job of the same user. That is why
+/// `MCP_EXEC_HTTP_TOKEN_FILE` (a root-only file) is the preferred way.
+pub const WITHHELD: [&str; 2] = ["MCP_EXEC_HTTP_TOKEN", "MCP_EXEC_HTTP_TOKEN_FILE"];
+
 /// The server's own environment as `NAME=value` strings, read once: the
 /// server never changes its environment, and re-reading it for every job
-/// would cost ~60 allocations per spawn.
+/// would cost ~60 allocations per spawn. [`WITHHELD`] variables are left out.
 fn base_environment() -> &'static [(OsString, CString)] {
     static BASE: std::sync::OnceLock<Vec<(OsString, CString)>> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         std::env::vars_os()
+            .filter(|(k, _)| !WITHHELD.iter().any(|w| k.as_os_str() == *w))
             .filter_map(|(k, v)| {
                 let mut entry = k.clone().into_vec();
                 entry.push(b'=');

@@ -61,10 +61,6 @@ impl Breaker {
     }
 
     /// Whether it refuses jobs now.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "read by the health endpoint (SPEC §11)")
-    )]
     pub fn is_open(&self) -> bool {
         self.lock()
             .open_until

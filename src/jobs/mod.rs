@@ -138,6 +138,21 @@ impl Jobs {
         &self.shared.table
     }
 
+    /// Whether the circuit breaker refuses new jobs now (SPEC §12.7).
+    pub fn breaker_open(&self) -> bool {
+        self.shared.breaker.is_open()
+    }
+
+    /// Orphaned processes reaped so far (SPEC §14).
+    pub fn orphans_reaped(&self) -> u64 {
+        self.shared.init.orphans_reaped()
+    }
+
+    /// Whether this process is PID 1.
+    pub fn is_pid1(&self) -> bool {
+        self.shared.init.is_pid1()
+    }
+
     /// Submits a job: it starts now if there is capacity and nobody waits
     /// before it, otherwise it joins the queue. A start failure leaves a
     /// terminal job in the table; a full queue refuses it.
@@ -274,19 +289,27 @@ impl Shared {
             ..
         } = pending;
         let spawned = match self.breaker.check() {
-            Err(refusal) => Err(refusal),
+            Err(refusal) => {
+                crate::metrics::spawn_failed("breaker_open");
+                Err(refusal)
+            }
             Ok(()) => self.init.spawn(&spec).map_err(|e| {
                 self.breaker.failed(&e);
+                crate::metrics::spawn_failed("spawn_error");
                 e.to_string()
             }),
         };
         let spawned = match spawned {
             Ok(s) => {
                 self.breaker.succeeded();
+                crate::metrics::job_started();
+                let waited = self.table.with(id, |j| j.queued_at).flatten();
+                crate::metrics::queue_wait(waited.map_or(Duration::ZERO, |q| q.elapsed()));
                 s
             }
             Err(error) => {
                 tracing::info!(job = %id, %error, "job failed to start");
+                crate::metrics::job_finished("start_error");
                 self.table.start_failed(id, error);
                 self.admit_next();
                 return None;

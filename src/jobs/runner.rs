@@ -175,6 +175,7 @@ pub(crate) async fn run(
     let mut exited = false;
     let mut expired = false;
     let mut last_output = Instant::now();
+    let started = last_output;
     loop {
         let idle_deadline = limits.idle.map(|idle| last_output + idle);
         tokio::select! {
@@ -197,6 +198,13 @@ pub(crate) async fn run(
                 if table.set_terminal(id, end) {
                     shared.admit_next();
                 }
+                crate::metrics::job_duration(started.elapsed());
+                crate::metrics::job_finished(match end {
+                    _ if expired => "timeout",
+                    Outcome::Exited(0) => "success",
+                    Outcome::Signaled(_) => "signal",
+                    Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
+                });
             }
             () = sleep_until_opt(limits.deadline), if !exited && !expired => {
                 expired = true;

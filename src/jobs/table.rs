@@ -188,13 +188,6 @@ impl JobTable {
     }
 
     /// How many jobs run and wait now.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "read by the health and metrics endpoints (SPEC §11, §14)"
-        )
-    )]
     pub fn counts(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.running, inner.queue.len())
@@ -356,6 +349,7 @@ impl JobTable {
             }
             job.last_output = Instant::now();
         }
+        crate::metrics::output_bytes(matches!(stream, Stream::Stderr), bytes.len());
         self.output.notify_waiters();
         true
     }

@@ -8,14 +8,21 @@
 //!
 //! [`run`] is the server's actor: it feeds stdin's lines to the stdio
 //! session, waits for the next line only while the outbox has room
-//! (backpressure), and watches the init layer's events and stdout.
+//! (backpressure), and watches the init layer's events and stdout. The HTTP
+//! listeners (SPEC §11), when configured, are tasks of their own with one
+//! session per client; they share the job service and the shutdown token.
+//!
+//! With HTTP on, stdin EOF (or a closed stdout) ends the stdio session only
+//! (its calls get the grace, then are cancelled) and the server serves on
+//! until a signal; `--no-stdio` serves no MCP on stdio at all (SPEC §10).
 //!
 //! # Shutdown (SPEC §2.5, §3)
 //! - **stdin EOF**: stop reading; calls in flight get up to
 //!   `MCP_EXEC_SHUTDOWN_GRACE` to finish and answer normally; the rest are
 //!   then answered `-32800`.
 //! - **SIGTERM/SIGINT/SIGQUIT**, or **stdout closed by the client**: calls
-//!   in flight are answered `-32800` at once (stdout permitting).
+//!   in flight are answered `-32800` at once (stdout permitting), those of
+//!   HTTP sessions too (on their still open streams).
 //!
 //! Then every job group gets TERM, the grace, KILL (PID 1: the `kill(-1)`
 //! sweep); survivors are logged; every queued response is written whole,
@@ -31,12 +38,50 @@ pub mod transport;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Config;
 use crate::tools::App;
 use session::Session;
-use transport::stdio::{self, Input};
+use transport::http;
+use transport::stdio::{self, Input, Stdio};
+
+/// Which transports serve, from the listener settings (validated: an
+/// error names the setting, and `main` exits 2).
+#[derive(Debug)]
+pub struct Listeners {
+    /// Serve MCP on stdio.
+    pub stdio: bool,
+    /// The Streamable HTTP listener.
+    pub http: Option<http::Settings>,
+    /// The token-free metrics and health listener.
+    pub metrics: Option<SocketAddr>,
+}
+
+impl Listeners {
+    /// Validates the listener settings of `config`.
+    pub fn from_config(config: &Config) -> Result<Listeners, String> {
+        let http = http::Settings::from_config(config)?;
+        let metrics = config
+            .metrics_listen
+            .as_deref()
+            .map(|raw| {
+                http::settings::listen_address("MCP_EXEC_METRICS_LISTEN (--metrics-listen)", raw)
+            })
+            .transpose()?;
+        if config.no_stdio && http.is_none() {
+            return Err("--no-stdio needs --http (MCP_EXEC_HTTP): nothing would serve MCP".into());
+        }
+        Ok(Listeners {
+            stdio: !config.no_stdio,
+            http,
+            metrics,
+        })
+    }
+}
 
 /// Why the server ended.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +92,8 @@ pub enum EndReason {
     Signal(init::Signal),
     /// The client closed stdout.
     StdoutClosed,
+    /// Init mode: the main command exited; the server exits with this code.
+    MainExited(i32),
 }
 
 /// How long calls cancelled at shutdown get to queue their `-32800`.
@@ -54,51 +101,108 @@ const ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// How long the writer gets to flush once a signal asked us to go.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
-/// Serves MCP on stdio until EOF, a shutdown signal or a closed stdout, then
-/// shuts down.
+/// Serves MCP on stdio and HTTP as `listeners` say until a shutdown signal
+/// (or, with stdio the only transport, EOF or a closed stdout), then shuts
+/// down.
 pub async fn run(
     app: Arc<App>,
     mut events: mpsc::UnboundedReceiver<init::Event>,
+    listeners: Listeners,
+    mut main: Option<init::ExitWatch>,
 ) -> std::io::Result<EndReason> {
-    let mut stdio = stdio::start(app.config.max_line_bytes)?;
     let shutdown = CancellationToken::new();
-    let session = Session::new(Arc::clone(&app), &shutdown);
+    let serving_http = listeners.http.is_some();
+    let http = if serving_http || listeners.metrics.is_some() {
+        Some(
+            http::start(
+                listeners.http,
+                listeners.metrics,
+                Arc::clone(&app),
+                &shutdown,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let mut stdio = if listeners.stdio {
+        Some(stdio::start(app.config.max_line_bytes)?)
+    } else {
+        None
+    };
+    let session = Session::new(Arc::clone(&app), &shutdown, "stdio");
+    let stdio_out = stdio.as_ref().map(|io| io.outbox.clone());
+    let stdio_broken = stdio.as_ref().map(|io| io.broken.clone());
 
     let reason = loop {
-        tokio::select! {
+        let ended = tokio::select! {
             biased;
             Some(ev) = events.recv() => match on_event(Some(ev)) {
                 Some(signal) => break EndReason::Signal(signal),
                 None => continue,
             },
-            () = stdio.broken.cancelled() => break EndReason::StdoutClosed,
+            () = broken(stdio_broken.as_ref()), if stdio.is_some() => EndReason::StdoutClosed,
+            // Init mode: the main command's end is the server's (SPEC §10).
+            status = async { match main.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if main.is_some() => {
+                break EndReason::MainExited(crate::init_mode::code_of(status));
+            }
             // Backpressure: take the next request only while the answers
             // already queued leave room.
-            msg = async { stdio.outbox.room().await; stdio.input.recv().await } => match msg {
-                Some(Input::Line(line)) => session.on_line(line, &stdio.outbox).await,
-                Some(Input::Eof) | None => break EndReason::Eof,
+            msg = next_line(stdio.as_mut()) => match msg {
+                Some(Input::Line(line)) => {
+                    if let Some(out) = &stdio_out {
+                        session.on_line(line, out).await;
+                    }
+                    continue;
+                }
+                Some(Input::Eof) | None => EndReason::Eof,
             },
+        };
+        if !serving_http {
+            break ended;
+        }
+        // HTTP serves on: only the stdio session ends (SPEC §10).
+        if let Some(io) = stdio.take() {
+            tracing::info!(reason = ?ended, "the stdio session ends; HTTP serves on");
+            let session = Arc::clone(&session);
+            let grace = app.config.shutdown_grace;
+            tokio::spawn(async move {
+                if let EndReason::Eof = ended {
+                    session.settle(grace).await;
+                }
+                session.end();
+                session.settle(ANSWER_WAIT).await;
+                io.outbox.finish();
+                let _ = io.written.await;
+            });
         }
     };
     match reason {
         EndReason::Eof => tracing::info!("stdin closed: shutting down"),
         EndReason::Signal(s) => tracing::info!(signal = %s, "shutting down on signal"),
         EndReason::StdoutClosed => tracing::info!("stdout closed: shutting down"),
+        EndReason::MainExited(code) => {
+            tracing::info!(code, "the main command exited: shutting down");
+        }
     }
 
     // 1. Calls in flight: after EOF they get the grace to finish normally.
     let mut reason = reason;
-    if let EndReason::Eof = reason {
+    if let (EndReason::Eof, Some(io)) = (reason, &stdio) {
         tokio::select! {
             biased;
             ev = next_shutdown_signal(&mut events) => reason = EndReason::Signal(ev),
-            () = stdio.broken.cancelled() => reason = EndReason::StdoutClosed,
+            () = io.broken.cancelled() => reason = EndReason::StdoutClosed,
             _ = session.settle(app.config.shutdown_grace) => {}
         }
     }
-    // The rest answer -32800, while stdout is still writable.
+    // The rest answer -32800, while stdout and the HTTP streams are still
+    // writable.
     shutdown.cancel();
     session.settle(ANSWER_WAIT).await;
+    if let Some(http) = &http {
+        http.settle(ANSWER_WAIT).await;
+    }
 
     // 2–4. TERM, grace, KILL; as PID 1 the kill(-1) sweep.
     let report = app.jobs.shutdown().await;
@@ -111,21 +215,46 @@ pub async fn run(
     }
 
     // Every queued response is written whole before we exit.
-    stdio.outbox.finish();
+    if let Some(http) = &http {
+        http.drained(FLUSH_WAIT).await;
+    }
+    let Some(mut io) = stdio else {
+        return Ok(reason);
+    };
+    io.outbox.finish();
     match reason {
         EndReason::Eof => {
             tokio::select! {
-                _ = &mut stdio.written => {}
+                _ = &mut io.written => {}
                 _ = next_shutdown_signal(&mut events) => {
-                    let _ = tokio::time::timeout(FLUSH_WAIT, &mut stdio.written).await;
+                    let _ = tokio::time::timeout(FLUSH_WAIT, &mut io.written).await;
                 }
             }
         }
-        EndReason::Signal(_) | EndReason::StdoutClosed => {
-            let _ = tokio::time::timeout(FLUSH_WAIT, &mut stdio.written).await;
+        EndReason::Signal(_) | EndReason::StdoutClosed | EndReason::MainExited(_) => {
+            let _ = tokio::time::timeout(FLUSH_WAIT, &mut io.written).await;
         }
     }
     Ok(reason)
+}
+
+/// Completes when stdout is broken; never without stdio.
+async fn broken(token: Option<&CancellationToken>) {
+    match token {
+        Some(t) => t.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next stdin line once the outbox has room; never without stdio.
+async fn next_line(stdio: Option<&mut Stdio>) -> Option<Input> {
+    match stdio {
+        Some(io) => {
+            io.outbox.room().await;
+            io.input.recv().await
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Logs a forwarded signal; returns a shutdown signal.

@@ -24,8 +24,12 @@ pub const BUDGET: usize = 8 << 20;
 /// One outgoing message, without its framing.
 #[derive(Debug)]
 pub enum Message {
-    /// A ready line (notifications, errors, small answers, batches).
+    /// A ready response line (errors, small answers, batches).
     Line(String),
+    /// A notification line (progress): never a request's answer, so a
+    /// transport that answers each request on its own (HTTP) can tell the
+    /// two apart.
+    Notification(String),
     /// A `tools/call` success response, serialised by the writer straight
     /// into its output: a result carrying megabytes of output is never held
     /// a second time as a string.
@@ -41,7 +45,7 @@ impl Message {
     /// What it costs the budget: its length, or the result's size hint.
     fn cost(&self) -> usize {
         match self {
-            Message::Line(line) => line.len(),
+            Message::Line(line) | Message::Notification(line) => line.len(),
             Message::Response { result, .. } => result.size_hint(),
         }
     }
@@ -49,7 +53,7 @@ impl Message {
     /// Writes it (without the newline).
     pub fn write_to<W: std::io::Write>(&self, mut w: W) -> std::io::Result<()> {
         match self {
-            Message::Line(line) => w.write_all(line.as_bytes()),
+            Message::Line(line) | Message::Notification(line) => w.write_all(line.as_bytes()),
             Message::Response { id, result } => protocol::write_success(w, id, result),
         }
     }
@@ -57,7 +61,7 @@ impl Message {
     /// It as one line (a batch joins several into one array).
     pub fn into_line(self) -> String {
         match self {
-            Message::Line(line) => line,
+            Message::Line(line) | Message::Notification(line) => line,
             Message::Response { id, result } => protocol::success_line(&id, &result),
         }
     }
@@ -93,6 +97,14 @@ pub struct Inbox {
     /// Messages in order.
     pub rx: mpsc::UnboundedReceiver<Outgoing>,
     room: Arc<Semaphore>,
+}
+
+/// A writer that goes away (an HTTP response whose client vanished) stops
+/// the queue as [`Inbox::close`] does.
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        self.room.close();
+    }
 }
 
 impl Inbox {
@@ -136,6 +148,13 @@ impl Outbox {
     pub async fn room(&self) {
         let quarter = u32::try_from(self.budget / 4).unwrap_or(u32::MAX).max(1);
         let _ = self.room.acquire_many(quarter).await;
+    }
+
+    /// Completes when the writing end is gone (dropped): nothing sent from
+    /// now on reaches anyone. A call waiting on its outbox's client uses it
+    /// to detach (SPEC §10).
+    pub async fn closed(&self) {
+        self.tx.closed().await;
     }
 
     /// Asks the writer to write everything queued so far and stop.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::outbox::Outbox;
+use super::outbox::{Message, Outbox};
 use crate::protocol;
 use crate::tools::Phase;
 
@@ -41,7 +41,7 @@ pub async fn with_ticker<T>(
                         "notifications/progress",
                         &json!({"progressToken": token, "progress": n, "message": message}),
                     );
-                    out.send(line).await;
+                    out.send(Message::Notification(line)).await;
                 }
             }
         }

@@ -65,6 +65,8 @@ pub struct Session {
     tasks: TaskTracker,
     /// Admission of calls that may start a job (see [`JOB_CALLS`]).
     job_calls: Arc<Semaphore>,
+    /// The transport's name, for metrics only (`stdio`, `http`).
+    transport: &'static str,
 }
 
 /// How many calls that may start a job (`execute`) one session runs at
@@ -85,8 +87,13 @@ enum Reply {
 }
 
 impl Session {
-    /// A new session of `app`, ended at the latest by `shutdown`.
-    pub fn new(app: Arc<App>, shutdown: &CancellationToken) -> Arc<Session> {
+    /// A new session of `app`, ended at the latest by `shutdown`;
+    /// `transport` names the transport in metrics, and nowhere else.
+    pub fn new(
+        app: Arc<App>,
+        shutdown: &CancellationToken,
+        transport: &'static str,
+    ) -> Arc<Session> {
         Arc::new(Session {
             app,
             revision: OnceLock::new(),
@@ -95,6 +102,7 @@ impl Session {
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
             job_calls: Arc::new(Semaphore::new(JOB_CALLS)),
+            transport,
         })
     }
 
@@ -104,6 +112,18 @@ impl Session {
             .get()
             .copied()
             .unwrap_or(Revision::V2024_11_05)
+    }
+
+    /// Whether `initialize` was answered.
+    pub fn is_initialized(&self) -> bool {
+        self.revision.get().is_some()
+    }
+
+    /// Ends the session explicitly (HTTP `DELETE`): its calls in flight are
+    /// cancelled and answer `-32800`; its jobs live on (SPEC §10).
+    pub fn end(&self) {
+        self.calls.cancel();
+        self.tasks.close();
     }
 
     /// Stops taking calls and waits up to `within` for those in flight to
@@ -254,6 +274,13 @@ impl Session {
         params: Value,
         out: &Outbox,
     ) -> Reply {
+        let label = match method.as_str() {
+            "initialize" => "initialize",
+            "ping" => "ping",
+            "tools/list" => "tools/list",
+            "tools/call" => "tools/call",
+            _ => "other",
+        };
         let line = match method.as_str() {
             "initialize" => {
                 let requested = params.get("protocolVersion").and_then(Value::as_str);
@@ -281,12 +308,16 @@ impl Session {
                     (Message::Line(String::new()), None)
                 }));
             }
-            _ => protocol::error_line(
-                Some(&id),
-                ErrorCode::METHOD_NOT_FOUND,
-                &format!("method not found: {method}"),
-            ),
+            _ => {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::METHOD_NOT_FOUND,
+                    &format!("method not found: {method}"),
+                ));
+            }
         };
+        crate::metrics::request(self.transport, label, "ok");
         Reply::Now(line)
     }
 
@@ -362,22 +393,42 @@ impl Session {
                 // after its session ended is answered anyway. (A call
                 // cancelled on its own, e.g. an `execute` tearing its job
                 // down, answers when it is done.)
-                () = async { ended.cancelled().await; tokio::time::sleep(ANSWER_BACKSTOP).await } => Err(CallError::Cancelled),
-                r = run => r,
+                () = async { ended.cancelled().await; tokio::time::sleep(ANSWER_BACKSTOP).await } => Some(Err(CallError::Cancelled)),
+                // Nobody can read the answer any more (an HTTP client went
+                // away): the call is detached, not cancelled (SPEC §10). It
+                // is dropped where it waits; tools claim a job's result only
+                // after their wait, so its job and result stay in the table.
+                () = out.closed() => None,
+                r = run => Some(r),
             };
             session
                 .in_flight
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
+            let outcome_label = match &outcome {
+                Some(Ok(_)) => "ok",
+                None => "detached",
+                Some(Err(CallError::Cancelled)) => "cancelled",
+                Some(Err(CallError::Protocol(..))) => "error",
+            };
+            crate::metrics::request(session.transport, "tools/call", outcome_label);
             let message = match outcome {
-                Ok(result) => Message::Response { id, result },
-                Err(CallError::Cancelled) => Message::Line(protocol::error_line(
+                Some(Ok(result)) => Message::Response { id, result },
+                None => {
+                    tracing::debug!(request = %id, "call detached: its client is gone");
+                    Message::Line(protocol::error_line(
+                        Some(&id),
+                        ErrorCode::REQUEST_CANCELLED,
+                        "request detached",
+                    ))
+                }
+                Some(Err(CallError::Cancelled)) => Message::Line(protocol::error_line(
                     Some(&id),
                     ErrorCode::REQUEST_CANCELLED,
                     "request cancelled",
                 )),
-                Err(CallError::Protocol(code, msg)) => {
+                Some(Err(CallError::Protocol(code, msg))) => {
                     Message::Line(protocol::error_line(Some(&id), code, &msg))
                 }
             };

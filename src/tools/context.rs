@@ -2,6 +2,7 @@
 //! call's own context ([`Call`]): its cancellation, its progress phase and
 //! the session's revision. Nothing here names a session or a transport.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -59,16 +60,17 @@ impl Call {
 /// The message of the phase a blocking call is in, read by the session's
 /// progress ticker. No message set = not blocking yet, no tick.
 #[derive(Clone, Default, Debug)]
-pub struct Phase(Arc<Mutex<Option<&'static str>>>);
+pub struct Phase(Arc<Mutex<Option<Cow<'static, str>>>>);
 
 impl Phase {
-    /// Sets the message for the current phase.
-    pub fn set(&self, message: &'static str) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    /// Sets the message for the current phase (a fixed text, or one that
+    /// names its job, e.g. `"job-7 still running"`).
+    pub fn set(&self, message: impl Into<Cow<'static, str>>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.into());
     }
 
     /// The current message.
-    pub fn current(&self) -> Option<&'static str> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn current(&self) -> Option<Cow<'static, str>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }

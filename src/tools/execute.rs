@@ -329,7 +329,13 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
         return running(call, id, None);
     }
 
-    call.phase.set("command still running");
+    // From 2025-03-26 on the message names the job, so a client that lost
+    // its HTTP stream can find it (SPEC §11); Part I keeps its fixed text.
+    if rev.has_part_two() {
+        call.phase.set(format!("{id} still running"));
+    } else {
+        call.phase.set("command still running");
+    }
     let yield_at = req.yield_after.map(|y| Instant::now() + y);
     match cancellable(&call.cancel, jobs.await_terminal(id, yield_at)).await {
         Err(cancelled) => Err(abandon(call, id, cancelled).await),

@@ -230,6 +230,16 @@ impl Server {
         }
     }
 
+    /// Starts the server on a non-container `target` with extra
+    /// environment and command-line arguments (e.g. `--http ADDR`).
+    pub fn start_with_cli(target: Target, env: &[(&str, &str)], args: &[&str]) -> Server {
+        assert!(!target.is_container(), "{target:?}: arguments go to podman");
+        let name = container_name();
+        let mut command = target.command(env, &name);
+        command.args(args);
+        Server::spawn(target, command, name)
+    }
+
     /// Starts the server on `target` with the default environment.
     pub fn start(target: Target) -> Server {
         Server::start_with_env(target, &[])

@@ -6,5 +6,7 @@
 //! of methods, tools or jobs.
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
+//! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
 
+pub mod http;
 pub mod stdio;

@@ -1,0 +1,80 @@
+//! The response body: whole (with its length), or a stream of chunks a task
+//! sends over a channel (SSE). Either may hold the request's
+//! [`Active`] count, so a response counts as in flight until
+//! hyper has taken its last byte and dropped the body.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Frame, SizeHint};
+use tokio::sync::mpsc;
+
+use super::Active;
+
+/// A response body.
+pub struct Body {
+    kind: Kind,
+    _active: Option<Active>,
+}
+
+enum Kind {
+    Full(Option<Bytes>),
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body {
+    /// A whole body.
+    pub fn full(bytes: impl Into<Bytes>) -> Body {
+        let bytes: Bytes = bytes.into();
+        Body {
+            kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
+            _active: None,
+        }
+    }
+
+    /// No body.
+    pub fn empty() -> Body {
+        Body::full(Bytes::new())
+    }
+
+    /// A body of the chunks sent to `rx`, ending when its senders are gone.
+    pub fn stream(rx: mpsc::Receiver<Bytes>) -> Body {
+        Body {
+            kind: Kind::Stream(rx),
+            _active: None,
+        }
+    }
+
+    /// Keeps `active` until the body is dropped.
+    pub fn hold(&mut self, active: Active) {
+        self._active = Some(active);
+    }
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match &mut self.get_mut().kind {
+            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.kind, Kind::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Stream(_) => SizeHint::default(),
+        }
+    }
+}

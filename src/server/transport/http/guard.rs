@@ -1,0 +1,163 @@
+//! The checks every request on the main listener passes before routing
+//! (SPEC §11): `Host` on a loopback bind (DNS rebinding), `Origin` against
+//! the allowed list, and the bearer token (not for `/healthz`, `/livez`).
+
+use hyper::HeaderMap;
+use hyper::header;
+
+use super::settings::{Origins, Settings};
+
+/// The host names a loopback listener answers to.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// `host[:port]` without its port, lower-cased.
+fn host_part(authority: &str) -> String {
+    let a = authority.trim().to_ascii_lowercase();
+    if a.starts_with('[') {
+        return match a.find(']') {
+            Some(end) => a[..=end].to_owned(),
+            None => a,
+        };
+    }
+    match a.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host.to_owned(),
+        _ => a,
+    }
+}
+
+/// Whether `authority` names the loopback interface (any port).
+pub fn is_loopback_authority(authority: &str) -> bool {
+    LOOPBACK_HOSTS.contains(&host_part(authority).as_str())
+}
+
+/// On a loopback bind, `Host` must name loopback: a page on another site
+/// that rebinds its name to 127.0.0.1 sends its own name.
+pub fn host(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+    if !settings.addr.ip().is_loopback() {
+        return Ok(());
+    }
+    match headers.get(header::HOST).and_then(|v| v.to_str().ok()) {
+        Some(h) if is_loopback_authority(h) => Ok(()),
+        _ => Err("Host must be localhost, 127.0.0.1 or [::1] on a loopback listener"),
+    }
+}
+
+/// A request with an `Origin` must come from an allowed one.
+pub fn origin(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or("").trim().to_ascii_lowercase();
+    if settings.origins.allows(&origin) {
+        Ok(())
+    } else {
+        Err("Origin not allowed (MCP_EXEC_HTTP_ALLOWED_ORIGINS)")
+    }
+}
+
+impl Origins {
+    /// Whether the lower-cased `origin` (`scheme://host[:port]`) is allowed.
+    pub fn allows(&self, origin: &str) -> bool {
+        let Some((scheme, authority)) = origin.split_once("://") else {
+            return false;
+        };
+        if scheme != "http" && scheme != "https" {
+            return false;
+        }
+        match self {
+            Origins::Default => is_loopback_authority(authority),
+            Origins::List(list) => list.iter().any(|allowed| {
+                allowed == "*"
+                    || allowed == origin
+                    // An entry without a port allows that origin on any port.
+                    || (allowed.matches(':').count() == 1
+                        && *allowed == format!("{scheme}://{}", host_part(authority)))
+            }),
+        }
+    }
+}
+
+/// Whether the request carries the token (always, when none is set).
+pub fn authorized(settings: &Settings, headers: &HeaderMap) -> bool {
+    let Some(token) = &settings.token else {
+        return true;
+    };
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some((scheme, credentials)) = given.trim().split_once(' ') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("bearer") && same(credentials.trim().as_bytes(), token)
+}
+
+/// Compares in time independent of where the bytes differ (the length is
+/// not secret: it is checked first).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_name_loopback_with_or_without_a_port() {
+        for ok in [
+            "localhost",
+            "LOCALHOST:8080",
+            "127.0.0.1:1",
+            "[::1]",
+            "[::1]:80",
+        ] {
+            assert!(is_loopback_authority(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:80",
+            "127.0.0.2",
+            "[::2]:1",
+            "",
+        ] {
+            assert!(!is_loopback_authority(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_default_origins_are_loopback_over_http_and_https_only() {
+        let o = Origins::Default;
+        assert!(o.allows("http://localhost:3000"));
+        assert!(o.allows("https://127.0.0.1"));
+        assert!(o.allows("http://[::1]:9"));
+        assert!(!o.allows("http://evil.example"));
+        assert!(!o.allows("ftp://localhost"));
+        assert!(!o.allows("null"));
+    }
+
+    #[test]
+    fn a_listed_origin_without_a_port_allows_any_port() {
+        let o = Origins::List(vec![
+            "https://app.example".into(),
+            "http://x.example:8080".into(),
+        ]);
+        assert!(o.allows("https://app.example"));
+        assert!(o.allows("https://app.example:444"));
+        assert!(o.allows("http://x.example:8080"));
+        assert!(!o.allows("http://x.example:8081"));
+        assert!(!o.allows("http://app.example"));
+    }
+
+    #[test]
+    fn tokens_compare_equal_only_when_every_byte_is() {
+        assert!(same(b"secret", b"secret"));
+        assert!(!same(b"secret", b"secreT"));
+        assert!(!same(b"secret", b"secrets"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The HTTP listener's settings, validated once at start-up. Every error
+//! names its setting; `main` exits 2 with it (SPEC Part II: fail closed).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::config::Config;
+
+/// Which `Origin`s may call.
+#[derive(Debug, Clone)]
+pub enum Origins {
+    /// `http(s)://localhost`, `127.0.0.1`, `[::1]`, any port.
+    Default,
+    /// `MCP_EXEC_HTTP_ALLOWED_ORIGINS`, lower-cased; `*` allows any.
+    List(Vec<String>),
+}
+
+/// The main listener's settings.
+pub struct Settings {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The bearer token, when one is set.
+    pub token: Option<Vec<u8>>,
+    /// Allowed origins.
+    pub origins: Origins,
+    /// `MCP_EXEC_HTTP_SESSION_IDLE`.
+    pub session_idle: Duration,
+    /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`.
+    pub max_connections: usize,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("origins", &self.origins)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parses a listen address (`127.0.0.1:8080`, `[::1]:8080`; port 0 picks
+/// a free one).
+pub fn listen_address(name: &str, raw: &str) -> Result<SocketAddr, String> {
+    raw.trim().parse().map_err(|_| {
+        format!(
+            "{name}={raw:?} is not a listen address (IP:PORT, e.g. 127.0.0.1:8080 or [::1]:8080)"
+        )
+    })
+}
+
+impl Settings {
+    /// The settings, or `None` when HTTP is off.
+    pub fn from_config(c: &Config) -> Result<Option<Settings>, String> {
+        let Some(raw) = &c.http else {
+            return Ok(None);
+        };
+        let addr = listen_address("MCP_EXEC_HTTP (--http)", raw)?;
+        let token = match (&c.http_token_file, &c.http_token) {
+            (Some(path), _) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} cannot be read: {e}")
+                })?;
+                let t = text.trim();
+                if t.is_empty() {
+                    return Err(format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} is empty"));
+                }
+                Some(t.as_bytes().to_vec())
+            }
+            (None, Some(t)) if !t.0.trim().is_empty() => Some(t.0.trim().as_bytes().to_vec()),
+            (None, Some(_)) => return Err("MCP_EXEC_HTTP_TOKEN is blank".into()),
+            (None, None) => None,
+        };
+        if token.is_none() && !addr.ip().is_loopback() && !c.http_insecure {
+            return Err(format!(
+                "refusing to serve HTTP on the non-loopback address {addr} without a token: \
+                 set MCP_EXEC_HTTP_TOKEN_FILE (or MCP_EXEC_HTTP_TOKEN), or MCP_EXEC_HTTP_INSECURE=1"
+            ));
+        }
+        let origins = match &c.http_allowed_origins {
+            None => Origins::Default,
+            Some(raw) => Origins::List(origin_list(raw)?),
+        };
+        let max_connections = match &c.http_max_connections {
+            None => 256,
+            Some(raw) => match raw.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(format!(
+                        "MCP_EXEC_HTTP_MAX_CONNECTIONS={raw:?} is not a positive count"
+                    ));
+                }
+            },
+        };
+        Ok(Some(Settings {
+            addr,
+            token,
+            origins,
+            session_idle: c.http_session_idle,
+            max_connections,
+        }))
+    }
+}
+
+/// `scheme://host[:port]` entries (no path), or `*`.
+fn origin_list(raw: &str) -> Result<Vec<String>, String> {
+    let bad = |e: &str| {
+        format!(
+            "MCP_EXEC_HTTP_ALLOWED_ORIGINS: {e:?} is not an origin (http(s)://host[:port], or *)"
+        )
+    };
+    let mut list = Vec::new();
+    for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let e = entry.to_ascii_lowercase();
+        if e != "*" {
+            let Some((scheme, authority)) = e.split_once("://") else {
+                return Err(bad(entry));
+            };
+            if (scheme != "http" && scheme != "https")
+                || authority.is_empty()
+                || authority.contains(['/', '?', '#', '@', ' '])
+            {
+                return Err(bad(entry));
+            }
+        }
+        list.push(e.trim_end_matches('/').to_owned());
+    }
+    if list.is_empty() {
+        return Err("MCP_EXEC_HTTP_ALLOWED_ORIGINS is empty".into());
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(http: &str) -> Config {
+        Config {
+            http: Some(http.into()),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn a_non_loopback_bind_needs_a_token_or_insecure() {
+        let err = Settings::from_config(&config("0.0.0.0:8080")).unwrap_err();
+        assert!(err.contains("without a token"), "{err}");
+        let mut c = config("0.0.0.0:8080");
+        c.http_insecure = true;
+        assert!(Settings::from_config(&c).is_ok());
+        c.http_insecure = false;
+        c.http_token = Some(crate::config::Secret("t".into()));
+        assert!(Settings::from_config(&c).is_ok());
+        assert!(Settings::from_config(&config("127.0.0.1:0")).is_ok());
+    }
+
+    #[test]
+    fn bad_addresses_files_and_origins_name_their_setting() {
+        let e = Settings::from_config(&config("localhost")).unwrap_err();
+        assert!(e.contains("MCP_EXEC_HTTP"), "{e}");
+        let mut c = config("127.0.0.1:0");
+        c.http_token_file = Some("/nonexistent/token".into());
+        let e = Settings::from_config(&c).unwrap_err();
+        assert!(e.contains("MCP_EXEC_HTTP_TOKEN_FILE"), "{e}");
+        let mut c = config("127.0.0.1:0");
+        c.http_allowed_origins = Some("localhost:3000".into());
+        let e = Settings::from_config(&c).unwrap_err();
+        assert!(e.contains("MCP_EXEC_HTTP_ALLOWED_ORIGINS"), "{e}");
+    }
+}
