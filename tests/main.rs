@@ -52,3 +52,6 @@ mod policy;
 
 /// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
 mod http;
+
+/// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
+mod kube;
