@@ -202,6 +202,17 @@ impl PlayedPod {
             .unwrap();
         assert!(out.status.success(), "kube-variant.sh: {out:?}");
         std::fs::write(&variant, &out.stdout).unwrap();
+        // Still a valid Pod: hostPath and hostPort are Kubernetes, not podman extensions.
+        let valid = Command::new(repo().join("deploy/.venv/bin/kubernetes-validate"))
+            .args(["--strict", "--no-warn"])
+            .arg(&variant)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            valid.status.success(),
+            "the variant is not a valid Pod: {valid:?}"
+        );
         let pod = PlayedPod {
             name,
             dir,
@@ -411,12 +422,12 @@ fn the_shipped_pod_under_podman_kube_play_becomes_ready_executes_with_its_token_
     };
     let r = call(
         1,
-        json!({"command": "pwd; echo in-pod > note && cat note; touch /x 2>/dev/null || echo ro"}),
+        json!({"command": "pwd; echo in-pod > note && cat note; : >/tmp/t && echo tmp; touch /x 2>/dev/null || echo ro"}),
     );
     assert_eq!(r["state"], json!("success"), "{r}");
     assert_eq!(
         r["stdout"]["data"],
-        json!("/workspace\nin-pod\nro\n"),
+        json!("/workspace\nin-pod\ntmp\nro\n"),
         "{r}"
     );
     let refused = pod.post(
@@ -442,8 +453,8 @@ fn the_shipped_pod_under_podman_kube_play_becomes_ready_executes_with_its_token_
     // Stop as the kubelet would: SIGTERM, SIGKILL after the Pod's
     // terminationGracePeriodSeconds (podman takes it as the stop timeout).
     // `podman pod stop` first, because podman 4.3's `kube down` SIGKILLs at
-    // once, ignoring the stop timeout (podman issues 19135, 22397; fixed in
-    // 5.x): the server would die with 137 for podman's reasons, not ours.
+    // once, ignoring the stop timeout (podman issues 19135, 22397; fixed upstream
+    // in 2024): the server would die with 137 for podman's reasons, not ours.
     let started = Instant::now();
     let out = Command::new("podman")
         .args(["pod", "stop", &pod.name])
