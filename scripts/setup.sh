@@ -8,6 +8,7 @@
 #   bash-static      /bin/bash-static, the bash of the offline tini image
 #   procps           pgrep and pkill, which busybox-static lacks: the offline images carry
 #                    Debian's, the bare and PID-1 targets use the host's
+#   catatonit        the pause image `podman kube play` builds for a pod (tests/kube.rs)
 #   python3-venv     the interop suite's virtualenv (only when python3 cannot make one)
 #
 # and writes /etc/containers/containers.conf exactly as SPEC §8 gives it: runtime runc and
@@ -25,7 +26,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
 
 packages=()
-for p in podman runc busybox-static tini bash-static procps; do
+for p in podman runc busybox-static tini bash-static procps catatonit; do
     installed "$p" || packages+=("$p")
 done
 if ! command -v python3 >/dev/null 2>&1; then

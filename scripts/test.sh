@@ -10,7 +10,9 @@
 #      (bare binary, PID 1 under unshare, the scratch image, the tini image),
 #   4. runs the benchmark harness in smoke mode,
 #   5. runs the interop suite against real MCP clients (interop/run.sh), which
-#      installs their pinned Python and npm packages.
+#      installs their pinned Python and npm packages,
+#   6. validates deploy/kubernetes/ offline against the Kubernetes schemas
+#      (scripts/validate-k8s.sh; the pod itself runs under `podman kube play` in step 3).
 # Tests needing root/unshare/podman fail when CI is set and skip (with a
 # printed reason) elsewhere.
 set -euo pipefail
@@ -37,3 +39,6 @@ cargo run --release --locked -p bench -- --smoke
 
 # Real MCP clients: Python SDK, TypeScript SDK, MCP Inspector CLI (pinned).
 bash interop/run.sh </dev/null
+
+# The Kubernetes manifests against the bundled schemas (pinned kubernetes-validate).
+bash scripts/validate-k8s.sh </dev/null

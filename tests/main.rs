@@ -58,3 +58,6 @@ mod health;
 
 /// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
 mod http;
+
+/// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
+mod kube;
