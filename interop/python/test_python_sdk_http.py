@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import HttpServer, http_server
@@ -187,7 +188,9 @@ async def test_a_job_started_in_one_session_is_collected_in_another(server: Http
 async def test_a_missing_or_wrong_token_is_refused_with_401(sent: str | None) -> None:
     with http_server("interop-token-3f9c") as server:
         wire = Wire()
-        with pytest.raises(Exception):
+        # The transport turns the 401 into an MCPError, raised out of its task group.
+        with pytest.raises(ExceptionGroup) as raised:
             async with connect(server, wire, "legacy", {} if sent is None else {"Authorization": sent}):
                 pass
+        assert raised.group_contains(MCPError, depth=None), raised.value
         assert wire.exchanges and all(e.status == 401 for e in wire.exchanges), wire.exchanges
