@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::stats::Samples;
 use crate::{Error, sys};
 
 fn quiet(cmd: &mut Command) -> &mut Command {
@@ -163,4 +164,43 @@ pub fn parallel_spawns(slots: usize, jobs: usize) -> Result<Duration, Error> {
         Ok(())
     })?;
     Ok(t0.elapsed())
+}
+
+/// [`parallel_spawns`] with every spawn's own time kept: `jobs` spawns of
+/// `/bin/sh -c true` by `slots` threads, each a `posix_spawn` + `waitpid`
+/// loop. Returns the wall time of the whole and each spawn's time (ms), the
+/// latency a caller of such a loop sees under that much parallelism.
+pub fn parallel_spawn_times(slots: usize, jobs: usize) -> Result<(Duration, Samples), Error> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let spawn = PosixSpawn::default();
+    let next = AtomicUsize::new(0);
+    let t0 = Instant::now();
+    let times = std::thread::scope(|s| -> Result<Vec<Duration>, Error> {
+        let loops: Vec<_> = (0..slots.max(1))
+            .map(|_| {
+                s.spawn(|| -> Result<Vec<Duration>, Error> {
+                    let mut mine = Vec::new();
+                    while next.fetch_add(1, Ordering::Relaxed) < jobs {
+                        mine.push(spawn.run()?);
+                    }
+                    Ok(mine)
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(jobs);
+        for l in loops {
+            all.extend(
+                l.join()
+                    .map_err(|_| Error("baseline spawn loop panicked".into()))??,
+            );
+        }
+        Ok(all)
+    })?;
+    let wall = t0.elapsed();
+    let mut samples = Samples::default();
+    for t in times {
+        samples.push_ms(t);
+    }
+    Ok((wall, samples))
 }

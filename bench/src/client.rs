@@ -73,6 +73,10 @@ pub struct Launch {
     pub env: Vec<(&'static str, String)>,
     /// `RLIMIT_NOFILE` (soft, hard) to set in the child before `exec`.
     pub nofile: Option<(u64, u64)>,
+    /// Arguments of the server (none: stdio only).
+    pub args: Vec<String>,
+    /// A file to write the server's stderr to (none: discarded).
+    pub stderr: Option<std::path::PathBuf>,
 }
 
 impl Launch {
@@ -80,7 +84,7 @@ impl Launch {
     pub fn with_env(env: &[(&'static str, &str)]) -> Launch {
         Launch {
             env: env.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
-            nofile: None,
+            ..Launch::default()
         }
     }
 }
@@ -133,12 +137,20 @@ impl Server {
             .spawn(move || watch(&dog))
             .map_err(|e| Error(format!("starting the watchdog: {e}")))?;
         let mut command = Command::new(binary);
+        let stderr = match &launch.stderr {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path)
+                    .map_err(|e| Error(format!("creating {}: {e}", path.display())))?,
+            ),
+            None => Stdio::null(),
+        };
         command
+            .args(&launch.args)
             .env("SHELL", "/bin/sh")
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         if let Some(limit) = launch.nofile {
             crate::sys::set_nofile_before_exec(&mut command, limit);
         }
@@ -413,6 +425,43 @@ impl Server {
                 "resetting VmHWM (needs Linux ≥ 4.0 and ptrace rights): {e}"
             ))
         })
+    }
+
+    /// The server's exit code if it has exited (a signal counts as 128+N).
+    pub fn exit_code(&mut self) -> Result<Option<i32>, Error> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self
+            .child
+            .try_wait()
+            .map_err(|e| Error(format!("waiting for the server: {e}")))?;
+        Ok(status.map(|s| s.code().or(s.signal().map(|n| 128 + n)).unwrap_or(-1)))
+    }
+
+    /// Sends SIGTERM (the shutdown of a server whose stdin EOF does not end
+    /// it: one with HTTP on) and waits up to `timeout` for a clean exit; the
+    /// server is killed (by `Drop`) if it does not.
+    pub fn terminate(mut self, timeout: Duration) -> Result<(), Error> {
+        let pid = i32::try_from(self.pid())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| Error("the server has no valid pid".into()))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .map_err(|e| Error(format!("sending SIGTERM to the server: {e}")))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.exit_code()? {
+                Some(0) => return Ok(()),
+                Some(code) => {
+                    return Err(Error(format!("server exited with {code} after SIGTERM")));
+                }
+                None if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                None => {
+                    return Err(Error(format!(
+                        "server did not exit within {timeout:?} of SIGTERM"
+                    )));
+                }
+            }
+        }
     }
 
     /// Closes stdin (graceful shutdown, SPEC §2.5) and waits up to `timeout`

@@ -17,13 +17,16 @@
 //! Layout: [`client`] speaks JSON-RPC over the pipes, [`baseline`] measures
 //! the machine, [`scenarios`] measures the server (one shared server; the
 //! bounded-execution scenarios of issue 10 in [`bounded`] start their own),
-//! [`report`] compares them,
+//! [`http`] measures the Streamable HTTP transport (issue 11) over the
+//! keep-alive client of [`http_client`], [`report`] compares them,
 //! [`stats`] holds the statistics, [`smaps`] breaks the idle RSS down by
 //! mapping, and [`sys`] holds the harness's only `unsafe` (two libc calls).
 
 mod baseline;
 mod bounded;
 mod client;
+mod http;
+mod http_client;
 mod report;
 mod scenarios;
 mod smaps;
@@ -67,7 +70,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 13] = [
+const SCENARIOS: [&str; 16] = [
     "size",
     "startup",
     "rtt",
@@ -81,6 +84,9 @@ const SCENARIOS: [&str; 13] = [
     "deadline",
     "queue",
     "redaction",
+    "http_rtt",
+    "http_concurrency",
+    "http_sessions",
 ];
 
 struct Options {
@@ -188,12 +194,14 @@ fn run(o: &Options) -> Result<(), Error> {
     let mut notes = Map::new();
 
     if o.wants("size") {
-        let (bytes, stripped) = scenarios::size(&binary)?;
+        let s = scenarios::size(&binary)?;
+        let bytes = s.bytes;
         figures.push(Figure::value(
             "size",
             format!(
-                "size, {} binary ({bytes} B)",
-                if stripped { "stripped" } else { "UNSTRIPPED" }
+                "size, {} {} binary ({bytes} B)",
+                if s.stripped { "stripped" } else { "UNSTRIPPED" },
+                if s.linked_static { "static" } else { "DYNAMIC" }
             ),
             "MiB",
             bytes as f64 / f64::from(1 << 20),
@@ -431,6 +439,7 @@ fn run(o: &Options) -> Result<(), Error> {
         );
     }
     server.shutdown(Duration::from_secs(10))?;
+    http_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
 
@@ -492,6 +501,163 @@ fn run(o: &Options) -> Result<(), Error> {
     eprintln!("bench: figures written to {}", json_path.display());
     if o.smoke {
         eprintln!("bench: smoke run OK (every response well-formed; timings are not asserted)");
+    }
+    Ok(())
+}
+
+const NO_HTTP: &str = "the server has no HTTP transport";
+
+/// Reports a scenario that needs the HTTP transport as skipped.
+fn http_skipped(
+    key: &'static str,
+    label: &str,
+    unit: &'static str,
+    target: &'static str,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) {
+    eprintln!("bench: {key} skipped: {NO_HTTP}");
+    figures.push(Figure::skipped(
+        key,
+        format!("{label} (skipped: {NO_HTTP})"),
+        unit,
+        target,
+    ));
+    notes.insert(format!("{key}_skipped"), json!(NO_HTTP));
+}
+
+/// The Streamable HTTP scenarios of issue 11 (SPEC §11), each with a server
+/// of its own (`--http`). HTTP needs revision 2025-03-26 or later, so they
+/// negotiate 2025-06-18 when `--protocol` is older. Against a server built
+/// without the transport they are reported skipped.
+fn http_figures(
+    o: &Options,
+    plan: &Plan,
+    binary: &Path,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<(), Error> {
+    let protocol = bounded::part_two(&o.protocol);
+    if o.wants("http_rtt") {
+        eprintln!(
+            "bench: http_rtt ({} × blocking execute `true` over HTTP keep-alive and over stdio, interleaved)",
+            plan.http_rtt
+        );
+        const LABEL: &str =
+            "http rtt: blocking execute of `true`, one session on one keep-alive connection";
+        match http::rtt(binary, protocol, plan.http_rtt)? {
+            None => http_skipped("http_rtt", LABEL, "ms", "≤ 1.5× stdio", figures, notes),
+            Some(s) => {
+                figures.push(
+                    Figure::latency_vs(
+                        "http_rtt",
+                        LABEL,
+                        &s.server,
+                        &s.baseline,
+                        "the same call over stdio, same server, interleaved",
+                    )
+                    .with_ratio_target("median ≤ 1.5× stdio", 1.5),
+                );
+                figures.push(Figure::latency(
+                    "http_rtt_stdio",
+                    "  the same call over stdio (same server, interleaved)",
+                    &s.baseline,
+                    None,
+                ));
+            }
+        }
+    }
+    if o.wants("http_concurrency") {
+        let (clients, calls) = (plan.http_clients, plan.http_calls);
+        eprintln!(
+            "bench: http_concurrency ({} × {clients} HTTP clients × {calls} execute `true`, and {clients} posix_spawn loops)",
+            plan.http_runs
+        );
+        let label = format!(
+            "http concurrency: {clients} clients (threads, own connection and session) × {calls} blocking execute `true`"
+        );
+        match http::concurrency(binary, protocol, clients, calls, plan.http_runs)? {
+            None => http_skipped(
+                "http_concurrency",
+                &label,
+                "calls/s",
+                "≥ 0.8× baseline",
+                figures,
+                notes,
+            ),
+            Some(c) => {
+                figures.push(Figure::rate_vs(
+                    "http_concurrency",
+                    label,
+                    "calls/s",
+                    &c.rate.server,
+                    &c.rate.baseline,
+                    "as many threads looping posix_spawn+waitpid of sh -c true (libc)",
+                    ("≥ 0.8× baseline", 0.8),
+                ));
+                figures.push(Figure::latency_vs(
+                    "http_concurrency_latency",
+                    "  rtt of each call under that load",
+                    &c.latency,
+                    &c.spawn_latency,
+                    "each posix_spawn+waitpid in those loops",
+                ));
+                figures.push(Figure::latency_in(
+                    "http_concurrency_cpu",
+                    "  server CPU per call (all its threads, not the jobs)",
+                    "µs",
+                    &c.cpu_per_call,
+                    None,
+                ));
+                figures.push(Figure::latency_in(
+                    "http_concurrency_client_cpu",
+                    "  the harness's own CPU per call (its client threads share the cores)",
+                    "µs",
+                    &c.client_cpu_per_call,
+                    None,
+                ));
+            }
+        }
+    }
+    if o.wants("http_sessions") {
+        let n = plan.http_sessions;
+        eprintln!("bench: http_sessions ({n} sessions on {n} keep-alive connections held at once)");
+        let label = format!("memory per idle HTTP session (own connection), RSS growth / {n}");
+        match http::sessions(binary, protocol, n)? {
+            None => http_skipped("http_sessions", &label, "KiB", "≤ 16 KiB", figures, notes),
+            Some(s) => {
+                figures.push(Figure::value(
+                    "http_sessions",
+                    format!(
+                        "{label} (anon {:.2} + file {:.2}; {:.2} → {:.2} MiB)",
+                        s.per_session(|m| m.anon_kib),
+                        s.per_session(|m| m.file_kib),
+                        mib(s.before.rss_kib),
+                        mib(s.after.rss_kib)
+                    ),
+                    "KiB",
+                    s.per_session(|m| m.rss_kib),
+                    Some(("≤ 16 KiB", 16.0)),
+                ));
+                figures.push(Figure::value_at_least(
+                    "http_sessions_held",
+                    format!(
+                        "  of them still held at the end, answering ping (RLIMIT_NOFILE {}:{})",
+                        s.nofile.0, s.nofile.1
+                    ),
+                    "sessions",
+                    s.answered as f64,
+                    ("all held", s.sessions as f64),
+                ));
+                figures.push(Figure::value(
+                    "http_sessions_open",
+                    format!("  opening them: connect + initialize + initialized, {n} in turn"),
+                    "sessions/s",
+                    n as f64 / s.open.as_secs_f64(),
+                    None,
+                ));
+            }
+        }
     }
     Ok(())
 }

@@ -68,6 +68,16 @@ pub struct Plan {
     pub queue_runs: usize,
     /// `output` reads of the full window per server in the redaction scenario.
     pub redaction_reads: usize,
+    /// Blocking `execute` over HTTP (and as many over stdio) in `http_rtt`.
+    pub http_rtt: usize,
+    /// Concurrent HTTP clients in `http_concurrency`.
+    pub http_clients: usize,
+    /// Calls per client per run there.
+    pub http_calls: usize,
+    /// Runs there.
+    pub http_runs: usize,
+    /// Idle HTTP sessions held at once in `http_sessions`.
+    pub http_sessions: usize,
 }
 
 impl Plan {
@@ -91,6 +101,11 @@ impl Plan {
         queue_jobs: 1000,
         queue_runs: 5,
         redaction_reads: 30,
+        http_rtt: 500,
+        http_clients: 64,
+        http_calls: 100,
+        http_runs: 3,
+        http_sessions: 1000,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -114,6 +129,11 @@ impl Plan {
         queue_jobs: 50,
         queue_runs: 1,
         redaction_reads: 3,
+        http_rtt: 10,
+        http_clients: 4,
+        http_calls: 5,
+        http_runs: 1,
+        http_sessions: 20,
     };
 }
 
@@ -528,12 +548,28 @@ fn kill_children(pid: u32) -> usize {
     first
 }
 
-/// Bytes of the binary, and whether it has no symbol table.
-pub fn size(binary: &Path) -> Result<(u64, bool), Error> {
+/// What the size figure reports of the binary.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    /// Its bytes.
+    pub bytes: u64,
+    /// It has no symbol table.
+    pub stripped: bool,
+    /// It has no `.interp` section: no dynamic loader, statically linked.
+    pub linked_static: bool,
+}
+
+/// The binary's size, and whether it is stripped and statically linked.
+pub fn size(binary: &Path) -> Result<Size, Error> {
     let bytes =
         std::fs::read(binary).map_err(|e| Error(format!("reading {}: {e}", binary.display())))?;
-    let stripped = !bytes.windows(8).any(|w| w == b".symtab\0");
-    Ok((bytes.len() as u64, stripped))
+    let has = |section: &[u8]| bytes.windows(section.len()).any(|w| w == section);
+    Ok(Size {
+        bytes: bytes.len() as u64,
+        stripped: !has(b".symtab\0"),
+        // A dynamically linked binary names its loader in `.interp`.
+        linked_static: !has(b".interp\0"),
+    })
 }
 
 /// The machine's 1-minute load average, from `/proc/loadavg`.
