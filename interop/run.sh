@@ -31,13 +31,6 @@ skip_or_fail() { # <client> <reason>
 # A stamp holding the pin file's hash makes the installs idempotent and quick.
 stamp_matches() { [[ -f "$2" ]] && [[ "$(sha256sum <"$1")" == "$(cat "$2")" ]]; }
 
-if [[ -z "${MCP_EXEC_BIN:-}" ]]; then
-    (cd .. && cargo build --locked --quiet </dev/null)
-    MCP_EXEC_BIN=$(cd .. && pwd)/target/debug/mcp-exec
-fi
-export MCP_EXEC_BIN
-echo "interop: server under test: $MCP_EXEC_BIN"
-
 install_python() {
     command -v python3 >/dev/null 2>&1 || { echo "python3 not found"; return 1; }
     if stamp_matches requirements.txt .venv/.requirements.sha256; then return 0; fi
@@ -80,6 +73,21 @@ run() { # <name> <command…>: runs a suite, records a failure, never aborts the
         failed+=("$1")
     fi
 }
+
+# `run.sh --install-python`: only install the pinned Python packages (the Rust
+# tests parse /metrics with prometheus_client from this venv) and exit.
+if [[ "${1:-}" == "--install-python" ]]; then
+    if reason=$(install_python 2>&1); then exit 0; fi
+    echo "interop: installing the Python packages: $reason" >&2
+    exit 1
+fi
+
+if [[ -z "${MCP_EXEC_BIN:-}" ]]; then
+    (cd .. && cargo build --locked --quiet </dev/null)
+    MCP_EXEC_BIN=$(cd .. && pwd)/target/debug/mcp-exec
+fi
+export MCP_EXEC_BIN
+echo "interop: server under test: $MCP_EXEC_BIN"
 
 if reason=$(install_python 2>&1); then
     run "python sdk (mcp $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))'))" \

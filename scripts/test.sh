@@ -29,6 +29,13 @@ else
     echo "scripts/test.sh: cannot build the images: container targets will be skipped" >&2
 fi
 
+# The pinned Python packages first: an integration test parses /metrics with
+# prometheus_client from interop/.venv.
+if ! bash interop/run.sh --install-python </dev/null && [[ -n "${CI:-}" ]]; then
+    echo "scripts/test.sh: the interop Python packages are required in CI" >&2
+    exit 1
+fi
+
 cargo test --workspace --locked
 
 # The benchmark harness in smoke mode (a few iterations; no timing asserted),
