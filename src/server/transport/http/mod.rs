@@ -5,6 +5,8 @@
 //! - [`guard`]: the checks every request passes first: `Host` (DNS
 //!   rebinding), `Origin`, the bearer token.
 //! - [`body`]: the response body: whole, or a stream fed by a task.
+//! - [`exec`]: `POST /exec`, a job streamed as server-sent events (SPEC
+//!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
 //!
 //! # Requests and sessions
 //! `POST /mcp` carries one JSON-RPC message (or, in a 2025-03-26 session, a
