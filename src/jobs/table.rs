@@ -789,4 +789,27 @@ mod tests {
         assert!(!t.set_terminal(ids[0], Outcome::Exited(0)));
         assert_eq!(t.counts(), (0, 0));
     }
+
+    #[test]
+    fn a_queued_stream_owned_job_is_cancelled_in_place_for_its_stream_to_claim() {
+        let t = JobTable::new(1, 10);
+        let (_, admitted) = submit(&t);
+        assert_eq!(admitted.len(), 1);
+        let id = t.next_id();
+        let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
+        job.owned_by_stream = true;
+        assert!(t.submit(job).unwrap().is_empty());
+        assert_eq!(t.stream_owned_among(&[JobId(1), id]), Some(id));
+        assert_eq!(t.stream_owned_among(&[JobId(1)]), None);
+        assert!(t.cancel_queued_in_place(id));
+        assert!(!t.cancel_queued_in_place(id));
+        assert_eq!(t.counts(), (1, 0));
+        match t.claim(id) {
+            Claim::Delivered(j) => assert_eq!(
+                j.phase(),
+                Phase::NotStarted("cancelled before start".into())
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -163,7 +163,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         if owned && table.cancel_queued_in_place(id) {
             // Its stream delivers the cancelled result.
             let mut out = Killed::new(id, true);
-            out.cancelled_before_start = Some(true);
+            out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
             out.result_delivered_elsewhere = Some(true);
             return Ok(Payload::object(out));
         }

@@ -357,6 +357,63 @@ fn exec_refuses_bad_arguments_400_no_sse_accept_406_and_no_token_401(t: Target) 
     assert!(r.body.contains("event: exit"), "{r:?}");
 }
 
+fn a_full_queue_gets_503_with_the_queue_full_text(t: Target) {
+    let s = Both::start(
+        t,
+        &[("MCP_EXEC_MAX_RUNNING", "1"), ("MCP_EXEC_MAX_QUEUED", "0")],
+        &[],
+    );
+    let sid = s.initialize();
+    let busy = s.call(
+        &sid,
+        1,
+        "execute",
+        json!({"command": "sleep 1", "nowait": true}),
+    );
+    let body = json!({"command": "echo never"}).to_string();
+    let r = http(
+        s.port,
+        "POST",
+        "/exec",
+        &[("Accept", "text/event-stream")],
+        &body,
+    );
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(
+        r.json(),
+        json!({"error": "job queue is full (1 running, 0 queued)"})
+    );
+    s.call(&sid, 2, "wait", json!({"job_ids": [busy["job_id"]]}));
+}
+
+fn killing_a_queued_stream_job_cancels_it_and_the_stream_delivers_the_result(t: Target) {
+    let mut s = Both::start(t, &[("MCP_EXEC_MAX_RUNNING", "1")], &[]);
+    s.stdio.initialize(LATEST);
+    let busy = s
+        .stdio
+        .call("execute", json!({"command": "sleep 2", "nowait": true}));
+    let mut stream = Stream::open(s.port, &json!({"command": "echo never"}));
+    let queued = stream.next().unwrap();
+    assert_eq!(queued.name, "queued", "{queued:?}");
+    let id = queued.data["job_id"].clone();
+    let killed = s.stdio.call("kill", json!({"job_id": id}));
+    assert_eq!(killed["cancelled_before_start"], json!(true), "{killed}");
+    assert_eq!(
+        killed["result_delivered_elsewhere"],
+        json!(true),
+        "{killed}"
+    );
+    let events = stream.rest();
+    assert_eq!(names(&events), ["exit"], "{events:?}");
+    assert_eq!(
+        events[0].data["start_error"],
+        json!("cancelled before start"),
+        "{events:?}"
+    );
+    s.stdio
+        .call("kill", json!({"job_id": busy["job_id"], "signal": "KILL"}));
+}
+
 fn an_oversize_exec_body_gets_413(t: Target) {
     let s = Both::start(t, &[("MCP_EXEC_MAX_LINE_BYTES", "1000")], &[]);
     let big = json!({"command": format!("echo {}", "y".repeat(2000))}).to_string();
@@ -414,5 +471,7 @@ mod bare_only {
         exec_events_are_redacted_with_raw_offsets,
         exec_refuses_bad_arguments_400_no_sse_accept_406_and_no_token_401,
         an_oversize_exec_body_gets_413,
+        a_full_queue_gets_503_with_the_queue_full_text,
+        killing_a_queued_stream_job_cancels_it_and_the_stream_delivers_the_result,
     );
 }
