@@ -285,7 +285,13 @@ fn a_stream_owned_job_is_listed_refused_by_wait_and_kill_leaves_its_result_to_th
 
 fn a_client_that_leaves_an_exec_stream_ends_its_job(t: Target) {
     let s = Both::start(t, &[("MCP_EXEC_SHUTDOWN_GRACE", "1")], &[]);
-    let marker = format!("exec-marker-{}", std::process::id());
+    let marker = format!("exec-marker-{t:?}-{}", std::process::id());
+    let alive = || {
+        Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     {
         let mut stream = Stream::open(
             s.port,
@@ -293,14 +299,9 @@ fn a_client_that_leaves_an_exec_stream_ends_its_job(t: Target) {
         );
         assert_eq!(stream.next().unwrap().name, "started");
         assert_eq!(stream.next().unwrap().name, "stdout");
+        assert!(alive(), "no process carries the marker");
         // Dropped: the client goes away mid-stream.
     }
-    let alive = || {
-        Command::new("pgrep")
-            .args(["-f", &marker])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
     assert!(
         wait_for(Duration::from_secs(10), || !alive()),
         "the job outlived its stream"
@@ -355,6 +356,18 @@ fn exec_refuses_bad_arguments_400_no_sse_accept_406_and_no_token_401(t: Target) 
     let r = http(s.port, "POST", "/exec", &[auth, sse], &body);
     assert_eq!(r.status, 200, "{r:?}");
     assert!(r.body.contains("event: exit"), "{r:?}");
+}
+
+fn an_idle_exec_stream_gets_a_keep_alive_comment_every_15_s(t: Target) {
+    let s = Both::start(t, &[], &[]);
+    let mut stream = Stream::open(s.port, &json!({"command": "sleep 16.5; echo late"}));
+    let events = stream.rest();
+    assert_eq!(stream.comments, 1, "{events:?}");
+    assert_eq!(
+        events.last().unwrap().data["exit_code"],
+        json!(0),
+        "{events:?}"
+    );
 }
 
 fn a_full_queue_gets_503_with_the_queue_full_text(t: Target) {
@@ -472,6 +485,7 @@ mod bare_only {
         exec_refuses_bad_arguments_400_no_sse_accept_406_and_no_token_401,
         an_oversize_exec_body_gets_413,
         a_full_queue_gets_503_with_the_queue_full_text,
+        an_idle_exec_stream_gets_a_keep_alive_comment_every_15_s,
         killing_a_queued_stream_job_cancels_it_and_the_stream_delivers_the_result,
     );
 }
