@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 
 use crate::support::{LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
 
+/// `POST /exec`: streaming execution (SPEC §11.2).
+mod exec;
+
 /// One HTTP response.
 #[derive(Debug)]
 struct Reply {

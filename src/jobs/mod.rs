@@ -77,6 +77,8 @@ pub struct Request {
     pub label: Option<String>,
     /// Its retained window per stream.
     pub window: usize,
+    /// Started by a `POST /exec` stream, which alone delivers its result.
+    pub owned_by_stream: bool,
 }
 
 /// How a submission went.
@@ -159,7 +161,8 @@ impl Jobs {
     pub fn submit(&self, req: Request) -> Result<Submitted, QueueFull> {
         let table = &self.shared.table;
         let id = table.next_id();
-        let job = Job::queued(id, req.pending, req.capture, req.label, req.window);
+        let mut job = Job::queued(id, req.pending, req.capture, req.label, req.window);
+        job.owned_by_stream = req.owned_by_stream;
         let admitted = table.submit(job)?;
         let mut mine = None;
         for a in admitted {

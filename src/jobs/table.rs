@@ -67,6 +67,10 @@ pub struct Job {
     pub stdin: StdinSlot,
     /// Cancelled when the job leaves the table: stops its runner.
     pub removed: CancellationToken,
+    /// Started by a `POST /exec` stream (SPEC §11.2), which alone delivers
+    /// its result: `wait` refuses it, `kill` signals it but never claims it.
+    /// Set at submission, never changed.
+    pub owned_by_stream: bool,
 }
 
 impl Job {
@@ -90,6 +94,7 @@ impl Job {
             capture,
             stdin: StdinSlot::default(),
             removed: CancellationToken::new(),
+            owned_by_stream: false,
         }
     }
 
@@ -310,6 +315,39 @@ impl JobTable {
         };
         self.after_removal([&job], idle);
         Some(job)
+    }
+
+    /// Cancels a stream-owned job still waiting in the queue *in place*: it
+    /// leaves the queue and becomes terminal (`cancelled before start`) but
+    /// stays in the table for its stream to deliver. `false` when it is not
+    /// waiting.
+    pub fn cancel_queued_in_place(&self, id: JobId) -> bool {
+        {
+            let mut inner = self.lock();
+            let waiting = inner
+                .jobs
+                .get(&id)
+                .is_some_and(|j| matches!(j.state, JobState::Queued(Some(_))));
+            if !waiting {
+                return false;
+            }
+            inner.queue.retain(|q| *q != id);
+            if let Some(job) = inner.jobs.get_mut(&id) {
+                job.state = JobState::NotStarted {
+                    error: "cancelled before start".into(),
+                };
+            }
+        }
+        self.changed.notify_waiters();
+        true
+    }
+
+    /// The first of `ids` that an `/exec` stream owns, if any.
+    pub fn stream_owned_among(&self, ids: &[JobId]) -> Option<JobId> {
+        let inner = self.lock();
+        ids.iter()
+            .copied()
+            .find(|id| inner.jobs.get(id).is_some_and(|j| j.owned_by_stream))
     }
 
     /// A future that completes on the next state change (started, terminal,
@@ -750,5 +788,28 @@ mod tests {
         assert_eq!(t.counts(), (0, 0));
         assert!(!t.set_terminal(ids[0], Outcome::Exited(0)));
         assert_eq!(t.counts(), (0, 0));
+    }
+
+    #[test]
+    fn a_queued_stream_owned_job_is_cancelled_in_place_for_its_stream_to_claim() {
+        let t = JobTable::new(1, 10);
+        let (_, admitted) = submit(&t);
+        assert_eq!(admitted.len(), 1);
+        let id = t.next_id();
+        let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
+        job.owned_by_stream = true;
+        assert!(t.submit(job).unwrap().is_empty());
+        assert_eq!(t.stream_owned_among(&[JobId(1), id]), Some(id));
+        assert_eq!(t.stream_owned_among(&[JobId(1)]), None);
+        assert!(t.cancel_queued_in_place(id));
+        assert!(!t.cancel_queued_in_place(id));
+        assert_eq!(t.counts(), (1, 0));
+        match t.claim(id) {
+            Claim::Delivered(j) => assert_eq!(
+                j.phase(),
+                Phase::NotStarted("cancelled before start".into())
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

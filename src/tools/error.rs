@@ -59,6 +59,9 @@ pub enum ToolError {
     /// A blocking `execute` whose job was delivered to another request.
     #[error("job \"{0}\" was delivered to another request")]
     DeliveredElsewhere(JobId),
+    /// `wait` on a job whose result a `POST /exec` stream delivers.
+    #[error("job \"{0}\" is owned by an /exec stream")]
+    OwnedByStream(JobId),
     /// Writing to a job's stdin failed (`writing stdin: broken pipe`).
     #[error("writing stdin: {0}")]
     StdinWrite(String),

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::schema;
 use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, args, cancellable};
 use crate::capture::CapturePolicy;
+use crate::config::Config;
 use crate::jobs::result::{JobResult, Status};
 use crate::jobs::state::Phase;
 use crate::jobs::{Awaited, Claim, JobId, Pending, Submitted};
@@ -102,19 +103,20 @@ struct Started {
 /// The longest `label` (characters).
 const MAX_LABEL: usize = 200;
 
-struct Request {
-    program: Program,
-    cwd: Option<String>,
-    env: Vec<(OsString, OsString)>,
-    stdin: Option<String>,
-    close_stdin: bool,
-    nowait: bool,
-    capture: CapturePolicy,
-    timeout: Option<Duration>,
-    yield_after: Option<Duration>,
-    label: Option<String>,
-    max_output_bytes: usize,
-    idle_timeout: Option<Duration>,
+/// Parsed `execute` arguments (also the body of `POST /exec`, SPEC §11.2).
+pub(crate) struct Request {
+    pub(crate) program: Program,
+    pub(crate) cwd: Option<String>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) stdin: Option<String>,
+    pub(crate) close_stdin: bool,
+    pub(crate) nowait: bool,
+    pub(crate) capture: CapturePolicy,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) yield_after: Option<Duration>,
+    pub(crate) label: Option<String>,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
@@ -165,9 +167,10 @@ fn positive_seconds(a: &Args, key: &str) -> Result<Option<Duration>, ToolError> 
     }
 }
 
-fn parse(a: &Args, call: &Call) -> Result<Request, ToolError> {
-    let config = &call.app.config;
-    let part_two = call.revision.has_part_two();
+/// Parses `execute`'s arguments as a session of `revision` sees them (the
+/// tool passes its session's; `POST /exec` the latest).
+pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Request, ToolError> {
+    let part_two = revision.has_part_two();
     let program = command(a, part_two)?;
     let env = match a.get("env") {
         None | Some(Value::Null) => Vec::new(),
@@ -251,7 +254,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 async fn execute(call: &Call, a: &Args) -> Outcome {
-    let req = parse(a, call)?;
+    let req = parse(a, &call.app.config, call.revision)?;
     let jobs = &call.app.jobs;
     let rev = call.revision;
     let cwd = match call.app.cwd.resolve(req.cwd.as_deref()) {
@@ -278,6 +281,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
             capture: req.capture,
             label: req.label,
             window: req.max_output_bytes,
+            owned_by_stream: false,
         })
         .map_err(|full| ToolError::QueueFull {
             running: full.running,

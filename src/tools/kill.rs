@@ -17,6 +17,12 @@
 //! If a concurrent `wait` claims the result while we wait for death, the
 //! answer says `terminated:true` with `result_delivered_elsewhere:true`
 //! instead of a second copy of the result (exactly-once delivery).
+//!
+//! A job a `POST /exec` stream owns (SPEC §11.2) is signalled like any
+//! other but never claimed: its stream delivers the result. Once it is dead
+//! the answer is `{job_id, terminated:true, signal_sent, result_delivered_elsewhere:true}`
+//! (`already_terminated` or `cancelled_before_start` as they apply); a
+//! queued one is cancelled in place, for its stream to deliver.
 
 use std::time::Duration;
 
@@ -152,7 +158,15 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
     let jobs = &call.app.jobs;
     let table = jobs.table();
 
+    let owned = table.with(id, |j| j.owned_by_stream).unwrap_or(false);
     let pgid = loop {
+        if owned && table.cancel_queued_in_place(id) {
+            // Its stream delivers the cancelled result.
+            let mut out = Killed::new(id, true);
+            out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
+            out.result_delivered_elsewhere = Some(true);
+            return Ok(Payload::object(out));
+        }
         if let Some(job) = table.cancel_queued(id) {
             // Still waiting for capacity: it never runs.
             let mut out = Killed::new(id, true);
@@ -168,10 +182,10 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
             .ok_or_else(|| ToolError::unknown(id))?;
         match pgid {
             Some(pgid) if terminal && !init::group_exists(pgid) => {
-                return already_terminated(call, id);
+                return already_terminated(call, id, owned);
             }
             Some(pgid) => break pgid,
-            None if terminal => return already_terminated(call, id),
+            None if terminal => return already_terminated(call, id, owned),
             // Being started right now: wait for its process group.
             None => cancellable(&call.cancel, changed).await?,
         }
@@ -194,7 +208,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         .await?
         .map_err(|e| ToolError::SignalFailed(e.to_string()))?;
     if done.already_dead {
-        return already_terminated(call, id);
+        return already_terminated(call, id, owned);
     }
     let sent = done.last_signal.unwrap_or(steps[0].signal);
 
@@ -202,6 +216,11 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
     out.signal_sent = Some(sent.as_raw());
     if done.escalated {
         out.escalated = Some(true);
+    }
+    if done.dead && owned {
+        // The stream that owns it delivers the result (exactly once).
+        out.result_delivered_elsewhere = Some(true);
+        return Ok(Payload::object(out));
     }
     if done.dead {
         match table.claim(id) {
@@ -230,8 +249,15 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
     Ok(Payload::object(out))
 }
 
-/// The answer for a job that was fully gone before any signal: its result.
-fn already_terminated(call: &Call, id: JobId) -> Outcome {
+/// The answer for a job that was fully gone before any signal: its result
+/// (or, for a job an `/exec` stream owns, that the stream delivers it).
+fn already_terminated(call: &Call, id: JobId, owned: bool) -> Outcome {
+    if owned {
+        let mut out = Killed::new(id, true);
+        out.already_terminated = Some(true);
+        out.result_delivered_elsewhere = Some(true);
+        return Ok(Payload::object(out));
+    }
     match call.app.jobs.table().claim(id) {
         Claim::Delivered(job) => {
             let mut out = Killed::new(id, true);

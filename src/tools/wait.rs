@@ -11,7 +11,8 @@
 //! status (`{job_id, state:"running"}`). A later duplicate of an id
 //! delivered in the same answer repeats its status fields without the
 //! streams, so the output is delivered once. An unknown id fails the whole
-//! call.
+//! call, and so does a job a `POST /exec` stream owns (`job "job-7" is
+//! owned by an /exec stream`): only its stream delivers it (SPEC §11.2).
 //!
 //! `until` adds two more reasons to return, neither of which delivers
 //! anything: a listed job still running whose retained output at or after
@@ -199,6 +200,11 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
     };
     let deadline = deadline_in(timeout);
     let table = call.app.jobs.table();
+    // Only its stream delivers a stream-owned job (SPEC §11.2); ownership is
+    // fixed at submission, so checking once is enough.
+    if let Some(owned) = table.stream_owned_among(&ids) {
+        return Err(ToolError::OwnedByStream(owned).into());
+    }
     let view = call.view();
     call.phase.set("waiting for jobs");
     loop {

@@ -5,6 +5,8 @@
 //! - [`guard`]: the checks every request passes first: `Host` (DNS
 //!   rebinding), `Origin`, the bearer token.
 //! - [`body`]: the response body: whole, or a stream fed by a task.
+//! - [`exec`]: `POST /exec`, a job streamed as server-sent events (SPEC
+//!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
 //!
 //! # Requests and sessions
 //! `POST /mcp` carries one JSON-RPC message (or, in a 2025-03-26 session, a
@@ -34,6 +36,7 @@
 //! request in flight end (implicitly: nothing of theirs is in flight).
 
 pub mod body;
+mod exec;
 pub mod guard;
 pub mod settings;
 
@@ -316,6 +319,7 @@ async fn route(state: &Arc<State>, listener: Listener, req: Request<Incoming>) -
         (Method::GET, "/metrics") => metrics(state),
         (Method::POST, "/mcp") => post(state, req).await,
         (Method::DELETE, "/mcp") => delete(state, &req),
+        (Method::POST, "/exec") => exec::post(state, req).await,
         (_, "/mcp") => {
             let mut r = status(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -411,6 +415,44 @@ fn delete(state: &State, req: &Request<Incoming>) -> Reply {
     r
 }
 
+/// Reads a `/mcp` or `/exec` body of at most `MCP_EXEC_MAX_LINE_BYTES`;
+/// `Err` is the reply (`413` past the bound, without reading the rest).
+async fn read_body(
+    state: &State,
+    req: Request<Incoming>,
+) -> Result<(hyper::http::request::Parts, Bytes), Reply> {
+    let max = state.app.config.max_line_bytes;
+    let too_big = || {
+        let mut r = status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body exceeds MCP_EXEC_MAX_LINE_BYTES ({max})"),
+        );
+        // The rest of the body is never read: the connection cannot be reused.
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_big());
+    }
+    let (parts, incoming) = req.into_parts();
+    let bytes = match Limited::new(incoming, max).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_big()),
+        Err(e) => {
+            return Err(status(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {e}"),
+            ));
+        }
+    };
+    Ok((parts, bytes))
+}
+
 async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
     let accept = req
         .headers()
@@ -428,29 +470,9 @@ async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
         );
     }
     let sse = accepts("text/event-stream");
-    let max = state.app.config.max_line_bytes;
-    let too_big = || {
-        let mut r = status(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("the body exceeds MCP_EXEC_MAX_LINE_BYTES ({max})"),
-        );
-        // The rest of the body is never read: the connection cannot be reused.
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        r
-    };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return too_big();
-    }
-    let (parts, incoming) = req.into_parts();
-    let bytes = match Limited::new(incoming, max).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_big(),
-        Err(e) => return status(StatusCode::BAD_REQUEST, &format!("reading the body: {e}")),
+    let (parts, bytes) = match read_body(state, req).await {
+        Ok(read) => read,
+        Err(reply) => return reply,
     };
     let value: Option<Value> = serde_json::from_slice(&bytes).ok();
     let is_initialize = value.as_ref().is_some_and(|v| {
