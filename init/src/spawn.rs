@@ -203,6 +203,27 @@ impl SpawnError {
     }
 }
 
+/// An argv as C strings: the program's name for messages, the program,
+/// and every argument (the program again first). An empty argv is refused.
+fn c_argv(argv: &[OsString]) -> Result<(String, CString, Vec<CString>), SpawnError> {
+    let Some(first) = argv.first() else {
+        return Err(SpawnError::Exec {
+            program: String::new(),
+            reason: "empty argv".into(),
+            errno: None,
+        });
+    };
+    let argv_c = argv
+        .iter()
+        .map(|a| cstring(a, "an argument"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((
+        first.to_string_lossy().into_owned(),
+        cstring(first, "the program")?,
+        argv_c,
+    ))
+}
+
 /// The text of an errno in the style of Go's `syscall.Errno.Error()`.
 pub fn errno_text(e: &io::Error) -> String {
     match e.raw_os_error() {
@@ -294,21 +315,9 @@ impl Init {
                     .unwrap_or_else(|| OsString::from("/bin/sh"));
                 vec![shell, OsString::from("-c"), OsString::from(command)]
             }
-            Program::Argv(argv) if !argv.is_empty() => argv.clone(),
-            Program::Argv(_) => {
-                return Err(SpawnError::Exec {
-                    program: String::new(),
-                    reason: "empty argv".into(),
-                    errno: None,
-                });
-            }
+            Program::Argv(argv) => argv.clone(),
         };
-        let program_name = argv[0].to_string_lossy().into_owned();
-        let program = cstring(&argv[0], "the program")?;
-        let argv = argv
-            .iter()
-            .map(|a| cstring(a, "an argument"))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (program_name, program, argv) = c_argv(&argv)?;
         let entries = override_entries(&spec.env)?;
         let envp = environment(&spec.env, &entries);
         let path_cwd;
@@ -352,15 +361,7 @@ impl Init {
             sigdefault: &origin.sigdefault,
         };
 
-        let mut registry = self.shared.reaper.lock();
-        let pid = crate::sys::posix_spawnp(&args).map_err(|e| SpawnError::Exec {
-            program: program_name,
-            reason: errno_text(&e),
-            errno: e.raw_os_error(),
-        })?;
-        let (tx, rx) = oneshot::channel();
-        registry.insert(pid, tx);
-        drop(registry);
+        let (pid, exit) = self.spawn_registered(&args, program_name)?;
 
         // The child's ends are closed here; the child has its own copies.
         Ok(Spawned {
@@ -368,12 +369,31 @@ impl Init {
             stdin: stdin_w,
             stdout: stdout_r,
             stderr: stderr_r,
-            exit: ExitWatch(rx),
+            exit,
         })
     }
 }
 
 impl Init {
+    /// `posix_spawnp` with the reaper's registry locked from before the fork
+    /// until the pid is registered, so that no sweep can reap the child
+    /// before its status has somewhere to go (see the reaper's invariants).
+    fn spawn_registered(
+        &self,
+        args: &crate::sys::SpawnArgs<'_>,
+        program: String,
+    ) -> Result<(i32, ExitWatch), SpawnError> {
+        let mut registry = self.shared.reaper.lock();
+        let pid = crate::sys::posix_spawnp(args).map_err(|e| SpawnError::Exec {
+            program,
+            reason: errno_text(&e),
+            errno: e.raw_os_error(),
+        })?;
+        let (tx, rx) = oneshot::channel();
+        registry.insert(pid, tx);
+        Ok((pid, ExitWatch(rx)))
+    }
+
     /// Starts the container's main command (init mode), tini-style: `argv[0]`
     /// looked up in `PATH`, in a new process group (pgid = its pid) that
     /// becomes the foreground group of our controlling terminal if stdin is
@@ -387,19 +407,7 @@ impl Init {
     /// Call it once. A failed exec is a [`SpawnError::Exec`] with the errno
     /// (`ENOENT`: not found); nothing is left running then.
     pub fn spawn_main(&self, argv: &[OsString], unset: &[&str]) -> Result<MainCommand, SpawnError> {
-        let Some(first) = argv.first() else {
-            return Err(SpawnError::Exec {
-                program: String::new(),
-                reason: "empty argv".into(),
-                errno: None,
-            });
-        };
-        let program_name = first.to_string_lossy().into_owned();
-        let program = cstring(first, "the program")?;
-        let argv = argv
-            .iter()
-            .map(|a| cstring(a, "an argument"))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (program_name, program, argv) = c_argv(argv)?;
         let envp: Vec<&CStr> = base_environment()
             .iter()
             .filter(|(name, _)| !unset.iter().any(|u| name == OsStr::new(u)))
@@ -424,20 +432,11 @@ impl Init {
             sigdefault: &origin.sigdefault,
         };
 
-        // The lock is held across spawn+insert, as in `spawn`.
-        let mut registry = self.shared.reaper.lock();
-        let pid = crate::sys::posix_spawnp(&args).map_err(|e| SpawnError::Exec {
-            program: program_name,
-            reason: errno_text(&e),
-            errno: e.raw_os_error(),
-        })?;
-        let (tx, rx) = oneshot::channel();
-        registry.insert(pid, tx);
-        drop(registry);
+        let (pid, exit) = self.spawn_registered(&args, program_name)?;
         self.shared.main.send_replace(Some(pid));
         Ok(MainCommand {
             pid: Pid(pid),
-            exit: ExitWatch(rx),
+            exit,
         })
     }
 }
