@@ -11,94 +11,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::http::{Reply, parse, request};
 use crate::support::{LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
 
 /// `POST /exec`: streaming execution (SPEC §11.2).
 mod exec;
 
-/// One HTTP response.
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
-    }
-}
-
 /// Sends one request (`Connection: close`) and reads the whole response.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(TIMEOUT)).unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        head.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
-    }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("reading the response");
-    parse(&raw)
-}
-
-fn parse(raw: &[u8]) -> Reply {
-    let text = String::from_utf8_lossy(raw);
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no response head in {text:?}"));
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line in {head:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let chunked = headers.iter().any(|(k, v)| {
-        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
-    });
-    let body = if chunked {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            out.push_str(&after[..n]);
-            rest = &after[n + 2..];
-        }
-        out
-    } else {
-        rest.to_owned()
-    };
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    request(port, method, path, headers, body, TIMEOUT).expect("an HTTP exchange")
 }
 
 /// A server with stdio and an HTTP listener on an ephemeral port.

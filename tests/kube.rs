@@ -17,8 +17,7 @@
 //! fail when `CI` is set and skip with the reason elsewhere. Every pod is
 //! removed by a `Drop` guard, whatever the test's outcome.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::http::{Reply, request};
 use crate::support::{LATEST, Target, require, tool_json, wait_for};
 
 /// How long the pod may take to answer `/healthz` 200 after `kube play`
@@ -91,30 +91,8 @@ fn free_port() -> u16 {
 // A minimal HTTP/1.1 client (one request per connection)
 // ---------------------------------------------------------------------------
 
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
-    }
-}
-
 /// One request with `Connection: close`; `Err` when the connection fails
-/// (the pod is not listening yet). Responses here are never chunked: JSON
-/// bodies, no progress token.
+/// (the pod is not listening yet).
 fn http(
     port: u16,
     method: &str,
@@ -122,41 +100,7 @@ fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<Reply> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
-         Content-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes())?;
-    s.write_all(body.as_bytes())?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return Err(std::io::Error::other(format!("no response head: {text:?}")));
-    };
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("bad status line: {head:?}")))?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    Ok(Reply {
-        status,
-        headers,
-        body: body.to_owned(),
-    })
+    request(port, method, path, headers, body, IO_TIMEOUT)
 }
 
 // ---------------------------------------------------------------------------

@@ -16,6 +16,9 @@
 
 #![allow(dead_code, reason = "each test module uses a different subset")]
 
+/// A small HTTP/1.1 client (the HTTP transport and Kubernetes tests).
+pub mod http;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
