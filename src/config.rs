@@ -67,6 +67,9 @@ pub struct Config {
     pub metrics_listen: Option<String>,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
     pub no_stdio: bool,
+    /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
+    /// `download` call carries (decoded; SPEC §13.1). A tuning value.
+    pub max_transfer_bytes: usize,
 }
 
 /// A secret setting: its `Debug` does not show it, so logging the
@@ -123,12 +126,13 @@ impl Default for Config {
             http_max_connections: None,
             metrics_listen: None,
             no_stdio: false,
+            max_transfer_bytes: 8 << 20,
         }
     }
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 26] = [
+pub const VARIABLES: [(&str, &str, &str); 27] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -163,6 +167,11 @@ pub const VARIABLES: [(&str, &str, &str); 26] = [
         "MCP_EXEC_MAX_LINE_BYTES",
         "67108864",
         "longest accepted request line",
+    ),
+    (
+        "MCP_EXEC_MAX_TRANSFER_BYTES",
+        "8388608",
+        "most file bytes one upload or download call carries",
     ),
     (
         "MCP_EXEC_JOB_TIMEOUT",
@@ -302,6 +311,7 @@ impl Config {
         };
         bytes("MCP_EXEC_MAX_OUTPUT_BYTES", &mut c.max_output_bytes);
         bytes("MCP_EXEC_MAX_LINE_BYTES", &mut c.max_line_bytes);
+        bytes("MCP_EXEC_MAX_TRANSFER_BYTES", &mut c.max_transfer_bytes);
         bytes(
             "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
             &mut c.max_output_bytes_limit,

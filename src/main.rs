@@ -20,6 +20,7 @@
 
 mod capture;
 mod config;
+mod files;
 mod health;
 mod init_mode;
 mod jobs;

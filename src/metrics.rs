@@ -9,7 +9,7 @@
 //! The `process_*` gauges are read from `/proc/self` at scrape time.
 //!
 //! Not yet exported (SPEC §14 lists them): dropped bytes per stream,
-//! redactions, zombies, request durations, transfer bytes.
+//! redactions, zombies, request durations.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{LazyLock, Mutex};
@@ -34,6 +34,8 @@ struct Metrics {
     orphans_reaped: Counter,
     /// `[stdout, stderr]`, fetched from their family once.
     output_bytes: [Counter; 2],
+    /// `[upload, download]`, fetched from their family once.
+    transfer_bytes: [Counter; 2],
     spawn_failures: Family<Labels, Counter>,
     cpu_seconds: Counter<f64, AtomicU64>,
     jobs_running: Gauge,
@@ -53,8 +55,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     // label set needs its write lock.
     let stdout = output.get_or_create(&vec![("stream", "stdout")]).clone();
     let stderr = output.get_or_create(&vec![("stream", "stderr")]).clone();
+    let transfer: Family<Labels, Counter> = Family::default();
+    let upload = transfer
+        .get_or_create(&vec![("direction", "upload")])
+        .clone();
+    let download = transfer
+        .get_or_create(&vec![("direction", "download")])
+        .clone();
     let m = Metrics {
         output_bytes: [stdout, stderr],
+        transfer_bytes: [upload, download],
         spawn_failures: Family::default(),
         cpu_seconds: Counter::default(),
         registry: Mutex::new(Registry::default()),
@@ -130,6 +140,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             output,
         );
         mcp.register(
+            "transfer_bytes",
+            "File bytes written (upload) and read (download) by the file tools and /files",
+            transfer,
+        );
+        mcp.register(
             "spawn_failures",
             "Jobs that could not start, by reason (breaker_open, spawn_error)",
             m.spawn_failures.clone(),
@@ -173,6 +188,12 @@ pub fn queue_wait(d: Duration) {
 /// A job wrote `n` bytes to stdout (or stderr).
 pub fn output_bytes(stderr: bool, n: usize) {
     METRICS.output_bytes[usize::from(stderr)].inc_by(n as u64);
+}
+
+/// `n` file bytes were committed by an upload (`download: false`) or sent
+/// by a download (SPEC §13).
+pub fn transfer_bytes(download: bool, n: u64) {
+    METRICS.transfer_bytes[usize::from(download)].inc_by(n);
 }
 
 /// A job could not start.

@@ -190,6 +190,38 @@ impl CwdPolicy {
     }
 }
 
+/// Why the directory of a file path cannot be used (SPEC §13: the same
+/// policy applies to file paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirRefusal {
+    /// Outside every allowed root (see [`CwdPolicy::outside_text`]).
+    Outside,
+    /// Inside (or no policy), but the kernel refused it: `ENOENT`,
+    /// `ENOTDIR`, `EACCES`, …
+    Errno(rustix::io::Errno),
+}
+
+impl CwdPolicy {
+    /// Opens the directory `dir` (absolute) for file operations, as an
+    /// `O_PATH` descriptor: beneath its root with a policy (the same
+    /// resolution as a `cwd`), by its path without one. Every later step
+    /// uses only this descriptor (`*at` calls), so nothing is resolved
+    /// twice.
+    pub fn open_file_dir(&self, dir: &Path) -> Result<OwnedFd, DirRefusal> {
+        match &self.roots {
+            None => rustix::fs::open(dir, DIR_FLAGS, Mode::empty()).map_err(DirRefusal::Errno),
+            Some(roots) => roots.open_dir_raw(dir),
+        }
+    }
+
+    /// `path "/etc/x" is outside the allowed directories (/workspace:/tmp)`
+    /// (`what` names the kind of path, e.g. `path`).
+    pub fn outside_text(&self, what: &str, path: &Path) -> String {
+        let roots = self.roots.as_ref().map_or("", |r| r.text.as_str());
+        format!("{what} {path:?} is outside the allowed directories ({roots})")
+    }
+}
+
 /// Why a job may not start where it asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -255,29 +287,39 @@ impl Roots {
     /// Opens the directory `path` (absolute) beneath the root its realpath
     /// lies under.
     fn open_dir(&self, path: &Path) -> Result<OwnedFd, Refusal> {
+        self.open_dir_raw(path).map_err(|why| match why {
+            DirRefusal::Outside => Refusal::Outside(self.outside(path)),
+            DirRefusal::Errno(e) => Refusal::Unusable(chdir_error(path, &io::Error::from(e))),
+        })
+    }
+
+    /// [`Roots::open_dir`] with the reason as data.
+    fn open_dir_raw(&self, path: &Path) -> Result<OwnedFd, DirRefusal> {
         let real = match std::fs::canonicalize(path) {
             Ok(real) => real,
             // It does not resolve: say why if it names a place inside a
             // root, and say only "outside" otherwise (that it is missing
             // there is none of the caller's business).
             Err(e) if self.lexically_inside(path) => {
-                return Err(Refusal::Unusable(chdir_error(path, &e)));
+                return Err(DirRefusal::Errno(
+                    rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::NOENT),
+                ));
             }
-            Err(_) => return Err(Refusal::Outside(self.outside(path))),
+            Err(_) => return Err(DirRefusal::Outside),
         };
         let Some((root, rest)) = self
             .list
             .iter()
             .find_map(|root| Some((root, real.strip_prefix(&root.real).ok()?)))
         else {
-            return Err(Refusal::Outside(self.outside(path)));
+            return Err(DirRefusal::Outside);
         };
         match root.open_beneath(rest) {
             Ok(fd) => Ok(fd),
             // Something under the root changed since the canonicalisation
             // and now leads out of it.
-            Err(rustix::io::Errno::XDEV) => Err(Refusal::Outside(self.outside(path))),
-            Err(e) => Err(Refusal::Unusable(chdir_error(path, &io::Error::from(e)))),
+            Err(rustix::io::Errno::XDEV) => Err(DirRefusal::Outside),
+            Err(e) => Err(DirRefusal::Errno(e)),
         }
     }
 

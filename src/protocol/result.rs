@@ -5,6 +5,9 @@
 //! `{"content":[{"type":"text","text":<compact JSON of the payload>}],"structuredContent"?:<object>,"isError":false}`
 //! - `content[0].text` is the compact JSON of the tool's payload in every
 //!   revision (SPEC §3; `wait`'s payload is an array).
+//! - A payload with a resource (`download`, SPEC §13.1) has it second, so
+//!   that the first block stays the JSON text in every result:
+//!   `content` is `[{"type":"text",…}, {"type":"resource","resource":{…}}]`.
 //! - `structuredContent` (revisions that have it, see
 //!   [`Revision::has_structured_content`](super::version::Revision::has_structured_content))
 //!   is the same payload as an object: MCP requires an object, so a payload
@@ -32,6 +35,8 @@ pub struct Payload {
     array_key: Option<&'static str>,
     /// About how many bytes its JSON takes (for a transport's queue budget).
     size_hint: usize,
+    /// An embedded resource shown before the text block.
+    resource: Option<Box<dyn erased_serde::Serialize + Send + Sync>>,
 }
 
 /// The size hint of a payload that does not give one.
@@ -44,7 +49,15 @@ impl Payload {
             value: Box::new(value),
             array_key: None,
             size_hint: SMALL,
+            resource: None,
         }
+    }
+
+    /// Adds an embedded resource (the object under `"resource"`: `uri`,
+    /// `mimeType`, `text` or `blob`) as a second content block.
+    pub fn with_resource(mut self, resource: impl Serialize + Send + Sync + 'static) -> Payload {
+        self.resource = Some(Box::new(resource));
+        self
     }
 
     /// A payload that serialises as a JSON array; `structuredContent` wraps
@@ -54,6 +67,7 @@ impl Payload {
             value: Box::new(value),
             array_key: Some(key),
             size_hint: SMALL,
+            resource: None,
         }
     }
 
@@ -158,6 +172,18 @@ impl Serialize for Structured<'_> {
     }
 }
 
+/// `{"type":"resource","resource":<the resource>}`.
+struct ResourceBlock<'a>(&'a (dyn erased_serde::Serialize + Send + Sync));
+
+impl Serialize for ResourceBlock<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "resource")?;
+        m.serialize_entry("resource", self.0)?;
+        m.end()
+    }
+}
+
 #[derive(Serialize)]
 struct TextBlock<'a> {
     #[serde(rename = "type")]
@@ -173,7 +199,13 @@ impl Serialize for CallResult {
                 payload,
                 structured,
             } => {
-                m.serialize_entry("content", &[JsonText(payload)])?;
+                match &payload.resource {
+                    Some(resource) => m.serialize_entry(
+                        "content",
+                        &(JsonText(payload), ResourceBlock(resource.as_ref())),
+                    )?,
+                    None => m.serialize_entry("content", &[JsonText(payload)])?,
+                }
                 if *structured {
                     m.serialize_entry("structuredContent", &Structured(payload))?;
                 }
@@ -237,6 +269,22 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["content"][0]["text"], json!("[1,2]"));
         assert_eq!(v["structuredContent"], json!({"results":[1,2]}));
+    }
+
+    #[test]
+    fn a_resource_follows_the_json_text() {
+        let r = CallResult::Success {
+            payload: Payload::object(json!({"bytes": 2}))
+                .with_resource(json!({"uri": "file:///x", "text": "hi"})),
+            structured: true,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v["content"],
+            json!([{"type": "text", "text": "{\"bytes\":2}"},
+                   {"type": "resource", "resource": {"uri": "file:///x", "text": "hi"}}])
+        );
+        assert_eq!(v["structuredContent"], json!({"bytes": 2}));
     }
 
     #[test]

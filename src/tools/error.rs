@@ -65,6 +65,14 @@ pub enum ToolError {
     /// Writing to a job's stdin failed (`writing stdin: broken pipe`).
     #[error("writing stdin: {0}")]
     StdinWrite(String),
+    /// A file tool failed (SPEC §13.1); the text names the path:
+    /// `sha256 mismatch: expected …, got …`, `"/x" exists and overwrite is
+    /// false`, `no space left on device writing "/x"`, …
+    #[error("{0}")]
+    File(String),
+    /// `upload`/`download` without a `path`.
+    #[error("\"path\" is required")]
+    PathRequired,
     /// The kernel refused a signal (`sending terminated to process group 7: …`).
     #[error("{0}")]
     SignalFailed(String),

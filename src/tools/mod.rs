@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod context;
+pub mod download;
 pub mod error;
 pub mod execute;
 pub mod input;
@@ -21,6 +22,7 @@ pub mod list_jobs;
 pub mod output;
 pub mod schema;
 pub mod status;
+pub mod upload;
 pub mod wait;
 
 use std::future::Future;
@@ -75,7 +77,7 @@ pub struct Tool {
     pub run: for<'a> fn(&'a Call, &'a Args) -> Running<'a>,
 }
 
-/// Every tool, in `tools/list` order.
+/// The Part I tools, in `tools/list` order: every session sees them.
 pub static TOOLS: [&Tool; 7] = [
     &execute::TOOL,
     &wait::TOOL,
@@ -85,6 +87,21 @@ pub static TOOLS: [&Tool; 7] = [
     &kill::TOOL,
     &list_jobs::TOOL,
 ];
+
+/// The Part II tools (SPEC §10-§17), listed after [`TOOLS`] and only to
+/// sessions of 2025-03-26 and later: a 2024-11-05 session sees exactly the
+/// seven Part I tools, and calling one of these is an unknown tool there.
+pub static PART_TWO_TOOLS: [&Tool; 2] = [&upload::TOOL, &download::TOOL];
+
+/// The tools a session of `revision` sees, in `tools/list` order.
+pub fn visible(revision: Revision) -> impl Iterator<Item = &'static Tool> {
+    let part_two: &[&Tool] = if revision.has_part_two() {
+        &PART_TWO_TOOLS
+    } else {
+        &[]
+    };
+    TOOLS.iter().chain(part_two).copied()
+}
 
 impl Tool {
     /// The `tools/list` entry for a session of `revision`: description and
@@ -124,7 +141,7 @@ impl Tool {
 pub fn list_json(revision: Revision) -> &'static str {
     static CACHE: [OnceLock<String>; Revision::ALL.len()] = [const { OnceLock::new() }; 4];
     CACHE[revision.index()].get_or_init(|| {
-        let tools: Vec<Value> = TOOLS.iter().map(|t| t.describe(revision)).collect();
+        let tools: Vec<Value> = visible(revision).map(|t| t.describe(revision)).collect();
         let json = json!({ "tools": tools }).to_string();
         drop(tools);
         init::trim_heap();
@@ -135,7 +152,10 @@ pub fn list_json(revision: Revision) -> &'static str {
 /// Whether the `tools/call` with these params may start a job.
 pub fn starts_jobs(params: &Value) -> bool {
     let name = params.get("name").and_then(Value::as_str);
-    TOOLS.iter().any(|t| Some(t.name) == name && t.starts_jobs)
+    TOOLS
+        .iter()
+        .chain(&PART_TWO_TOOLS)
+        .any(|t| Some(t.name) == name && t.starts_jobs)
 }
 
 /// How a `tools/call` request fails as a whole.
@@ -162,7 +182,7 @@ pub async fn call(call: &Call, params: &Value) -> Result<CallResult, CallError> 
             "invalid params: \"name\" must be a string".into(),
         ));
     };
-    let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
+    let Some(tool) = visible(call.revision).find(|t| t.name == name) else {
         return Err(CallError::Protocol(
             ErrorCode::METHOD_NOT_FOUND,
             format!("unknown tool: {name}"),
@@ -216,11 +236,11 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_unique_name_and_object_schemas() {
-        let mut names: Vec<_> = TOOLS.iter().map(|t| t.name).collect();
+        let mut names: Vec<_> = visible(Revision::V2025_11_25).map(|t| t.name).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), TOOLS.len());
-        for t in TOOLS {
+        assert_eq!(names.len(), TOOLS.len() + PART_TWO_TOOLS.len());
+        for t in visible(Revision::V2025_11_25) {
             for r in Revision::ALL {
                 assert_eq!((t.input_schema)(r)["type"], "object", "{}", t.name);
                 assert_eq!((t.output_schema)(r)["type"], "object", "{}", t.name);
@@ -240,12 +260,13 @@ mod tests {
         assert!(first.get("annotations").is_none() && first.get("title").is_none());
         let first = &new["tools"][0];
         assert!(first.get("annotations").is_some() && first.get("outputSchema").is_some());
-        assert_eq!(new["tools"].as_array().unwrap().len(), 7);
+        assert_eq!(old["tools"].as_array().unwrap().len(), 7);
+        assert_eq!(new["tools"].as_array().unwrap().len(), 9);
     }
 
     #[test]
     fn no_input_schema_has_a_top_level_combinator() {
-        for t in TOOLS {
+        for t in visible(Revision::V2025_11_25) {
             for r in Revision::ALL {
                 let s = (t.input_schema)(r);
                 for k in ["oneOf", "anyOf", "allOf"] {

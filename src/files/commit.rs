@@ -1,0 +1,300 @@
+//! The atomic write of SPEC §13.1, shared by `upload` and `PUT /files`.
+//!
+//! 1. A temporary file beside the target (`.<name>.<random>.mcp-exec-tmp`,
+//!    `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600), through the parent's
+//!    descriptor.
+//! 2. The bytes are written and hashed as they come ([`Staged::write`]).
+//! 3. [`Staged::commit`]: `fsync`; the `sha256` verified when given; an
+//!    existing regular file with the same bytes (and mode, when one is
+//!    asked) leaves everything as it was (`unchanged`: a retry is
+//!    idempotent, also with `overwrite:false`); otherwise owner and mode
+//!    (kept from the file replaced, or the directory's owner as root and
+//!    `mode`, default 0644, for a new one) with `fchown`/`fchmod`; `rename`
+//!    into place (`RENAME_NOREPLACE` when `overwrite` is false); `fsync`
+//!    of the directory.
+//!
+//! On any failure — a mismatch, `ENOSPC`, a client that went away — the
+//! [`Staged`] is dropped, which unlinks the temporary file: nothing is left
+//! and the destination was never touched. Two writers of one path each
+//! rename a whole file of their own: the last rename wins, nothing is torn.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::error::{FileError, Kind};
+use super::place::Place;
+use super::read;
+
+/// The mode of a new file when none is asked.
+pub const DEFAULT_MODE: u32 = 0o644;
+
+/// What to do at the commit.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// `mode`: set on the file (`None`: keep the replaced file's, or 0644).
+    pub mode: Option<u32>,
+    /// Whether an existing different file may be replaced.
+    pub overwrite: bool,
+}
+
+/// The answer of `upload` and `PUT`: `{path, bytes, sha256, unchanged}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Committed {
+    /// The path, as given.
+    pub path: String,
+    /// Bytes the file holds.
+    pub bytes: u64,
+    /// Their SHA-256, hex.
+    pub sha256: String,
+    /// Whether the file already held exactly these bytes (nothing written).
+    pub unchanged: bool,
+    /// Whether the file did not exist before (`201` over HTTP).
+    #[serde(skip)]
+    pub created: bool,
+}
+
+/// A temporary file being written; dropped uncommitted, it is removed.
+pub struct Staged {
+    place: Place,
+    tmp: OsString,
+    file: File,
+    hasher: Sha256,
+    bytes: u64,
+    committed: bool,
+}
+
+impl Staged {
+    /// Creates the temporary file beside `place`.
+    pub fn create(place: Place) -> Result<Staged, FileError> {
+        let mut tries = 0;
+        loop {
+            let tmp = temp_name(&place.name)?;
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            match rustix::fs::openat(&place.dir, &tmp, flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => {
+                    return Ok(Staged {
+                        place,
+                        tmp,
+                        file: File::from(fd),
+                        hasher: Sha256::new(),
+                        bytes: 0,
+                        committed: false,
+                    });
+                }
+                Err(Errno::EXIST) if tries < 8 => tries += 1,
+                Err(e) => return Err(FileError::errno(e, "writing", &place.path)),
+            }
+        }
+    }
+
+    /// Appends `buf`.
+    pub fn write(&mut self, buf: &[u8]) -> Result<(), FileError> {
+        self.file
+            .write_all(buf)
+            .map_err(|e| FileError::io(&e, "writing", &self.place.path))?;
+        self.hasher.update(buf);
+        self.bytes += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Verifies and renames into place (see the module doc).
+    pub fn commit(
+        mut self,
+        expected: Option<[u8; 32]>,
+        opts: Options,
+    ) -> Result<Committed, FileError> {
+        let path = &self.place.path;
+        self.file
+            .sync_all()
+            .map_err(|e| FileError::io(&e, "writing", path))?;
+        let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
+        if let Some(expected) = expected
+            && expected != got
+        {
+            return Err(FileError::new(
+                Kind::Mismatch,
+                format!(
+                    "sha256 mismatch: expected {}, got {}",
+                    super::hex(&expected),
+                    super::hex(&got)
+                ),
+            ));
+        }
+        let mut answer = Committed {
+            path: path.display().to_string(),
+            bytes: self.bytes,
+            sha256: super::hex(&got),
+            unchanged: false,
+            created: false,
+        };
+        let existing = read::lstat(&self.place)?;
+        if let Some(st) = &existing {
+            if !read::is_regular(st) {
+                return Err(FileError::not_regular(path));
+            }
+            if holds(&self.place, st, self.bytes, &got, opts.mode)? {
+                answer.unchanged = true;
+                return Ok(answer);
+            }
+            if !opts.overwrite {
+                return Err(FileError::exists(path));
+            }
+        }
+        answer.created = existing.is_none();
+        self.set_owner_and_mode(existing.as_ref(), opts.mode)?;
+        self.rename(opts.overwrite)?;
+        self.committed = true;
+        sync_dir(&self.place);
+        crate::metrics::transfer_bytes(false, self.bytes);
+        Ok(answer)
+    }
+
+    fn set_owner_and_mode(
+        &self,
+        existing: Option<&rustix::fs::Stat>,
+        mode: Option<u32>,
+    ) -> Result<(), FileError> {
+        let path = &self.place.path;
+        let root = rustix::process::geteuid().is_root();
+        let (owner, mode) = match existing {
+            Some(st) => (
+                Some((st.st_uid, st.st_gid)),
+                mode.unwrap_or(st.st_mode & 0o7777),
+            ),
+            None => {
+                // A new file as root belongs to its directory's owner (a job
+                // running as that user can then change it).
+                let owner = if root {
+                    rustix::fs::fstat(&self.place.dir)
+                        .ok()
+                        .map(|d| (d.st_uid, d.st_gid))
+                } else {
+                    None
+                };
+                (owner, mode.unwrap_or(DEFAULT_MODE))
+            }
+        };
+        if let Some((uid, gid)) = owner {
+            // Only root may give a file away; as anyone else a replaced
+            // file of another owner becomes ours (as with any editor).
+            if root {
+                // SAFETY-free: plain ids from a stat.
+                let uid = rustix::fs::Uid::from_raw(uid);
+                let gid = rustix::fs::Gid::from_raw(gid);
+                rustix::fs::fchown(&self.file, Some(uid), Some(gid))
+                    .map_err(|e| FileError::errno(e, "setting the owner of", path))?;
+            }
+        }
+        // After the chown, which clears set-id bits.
+        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(mode))
+            .map_err(|e| FileError::errno(e, "setting the mode of", path))
+    }
+
+    fn rename(&self, overwrite: bool) -> Result<(), FileError> {
+        let (dir, path) = (&self.place.dir, &self.place.path);
+        if overwrite {
+            return rustix::fs::renameat(dir, &self.tmp, dir, &self.place.name)
+                .map_err(|e| FileError::errno(e, "replacing", path));
+        }
+        match rustix::fs::renameat_with(
+            dir,
+            &self.tmp,
+            dir,
+            &self.place.name,
+            RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(FileError::exists(path)),
+            // A file system without RENAME_NOREPLACE: a hard link is never
+            // made over an existing name either.
+            Err(Errno::INVAL) => {
+                match rustix::fs::linkat(dir, &self.tmp, dir, &self.place.name, AtFlags::empty()) {
+                    Ok(()) => {
+                        let _ = rustix::fs::unlinkat(dir, &self.tmp, AtFlags::empty());
+                        Ok(())
+                    }
+                    Err(Errno::EXIST) => Err(FileError::exists(path)),
+                    Err(e) => Err(FileError::errno(e, "creating", path)),
+                }
+            }
+            Err(e) => Err(FileError::errno(e, "creating", path)),
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = rustix::fs::unlinkat(&self.place.dir, &self.tmp, AtFlags::empty());
+        }
+    }
+}
+
+/// Whether the existing regular file `st` at `place` already holds these
+/// bytes (and `mode`, when one is asked).
+pub fn holds(
+    place: &Place,
+    st: &rustix::fs::Stat,
+    bytes: u64,
+    sha: &[u8; 32],
+    mode: Option<u32>,
+) -> Result<bool, FileError> {
+    if u64::try_from(st.st_size).ok() != Some(bytes)
+        || mode.is_some_and(|m| m != st.st_mode & 0o7777)
+    {
+        return Ok(false);
+    }
+    let mut opened = match read::open(place) {
+        Ok(o) => o,
+        // Unreadable or gone: not known to be the same.
+        Err(_) => return Ok(false),
+    };
+    Ok(read::sha256_of(&mut opened.file, place)? == *sha)
+}
+
+/// `fsync` of the directory, so that the rename survives a crash. A
+/// directory that cannot be synced (some file systems refuse) is not an
+/// error: the rename itself has happened.
+fn sync_dir(place: &Place) {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::openat(&place.dir, ".", flags, Mode::empty()) {
+        let _ = rustix::fs::fsync(&fd);
+    }
+}
+
+/// `.<name>.<16 hex digits>.mcp-exec-tmp` (a dot file: hidden from `ls`).
+fn temp_name(name: &std::ffi::OsStr) -> Result<OsString, FileError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // Random where the kernel gives it; a process-wide counter makes the
+    // name unique within this server even where it does not.
+    let mut raw = COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes();
+    let mut random = [0u8; 8];
+    let _ = rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::NONBLOCK);
+    for (r, x) in raw.iter_mut().zip(random) {
+        *r ^= x;
+    }
+    // Long names are cut so that the temporary name stays under NAME_MAX.
+    let bytes = name.as_bytes();
+    let keep = &bytes[..bytes.len().min(200)];
+    let mut out = Vec::with_capacity(keep.len() + 40);
+    out.push(b'.');
+    out.extend_from_slice(keep);
+    out.push(b'.');
+    out.extend_from_slice(super::hex(&raw).as_bytes());
+    out.extend_from_slice(b".mcp-exec-tmp");
+    Ok(std::os::unix::ffi::OsStringExt::from_vec(out))
+}

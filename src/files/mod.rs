@@ -1,0 +1,77 @@
+//! File transfer (SPEC §13), transport-agnostic: the `upload` and
+//! `download` tools and the HTTP `/files` API are thin layers over this.
+//!
+//! - [`path`]: the text of a path → an absolute path (the tools' `path`
+//!   argument, the URL of `/files/…`): pure functions, fuzzable.
+//! - [`place`]: a path → its parent directory's descriptor and its final
+//!   name, resolved once under the working-directory policy (§12.5).
+//! - [`commit`]: the atomic write (temporary file, `fsync`, verify,
+//!   `fchmod`, rename, `fsync` of the directory).
+//! - [`read`]: opening a regular file for reading, and hashing.
+//! - [`tree`]: listing, `stat`, `mkdir`, delete and move (the HTTP file
+//!   API).
+//! - [`error`]: [`FileError`], whose kind decides an HTTP status.
+//!
+//! # Free of check-then-use races
+//! A path is resolved exactly once, to a [`place::Place`]: the `O_PATH`
+//! descriptor of its parent directory (opened beneath an allowed root with
+//! `openat2(RESOLVE_BENEATH)` under a policy) and the final name. Every
+//! later step is an `*at` call on that descriptor, and the final component
+//! is never followed when it is a symlink (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`,
+//! and `rename`, which replaces a link rather than its target). Only regular
+//! files are read or replaced. All of it is blocking I/O: callers run it on
+//! tokio's blocking pool.
+//!
+//! # What it is not
+//! Redaction (§12.6) covers process output only: files are read and
+//! written exactly.
+
+pub mod commit;
+pub mod error;
+pub mod path;
+pub mod place;
+pub mod read;
+pub mod tree;
+
+pub use error::{FileError, Kind};
+
+/// Lower-case hex of a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// A SHA-256 given as 64 hex digits (either case), or `None`.
+pub fn parse_sha256(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// How big a read or write chunk is: big enough for throughput, small
+/// enough that memory stays flat.
+pub const CHUNK: usize = 256 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sha256_round_trips_through_hex_in_either_case() {
+        let raw: [u8; 32] = std::array::from_fn(|i| (i * 7) as u8);
+        assert_eq!(parse_sha256(&hex(&raw)), Some(raw));
+        assert_eq!(parse_sha256(&hex(&raw).to_uppercase()), Some(raw));
+        assert_eq!(parse_sha256("abc"), None);
+        assert_eq!(parse_sha256(&"zz".repeat(32)), None);
+    }
+}

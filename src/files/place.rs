@@ -1,0 +1,109 @@
+//! A file path resolved once: its parent directory's descriptor and its
+//! final name (see the module doc of [`crate::files`]).
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
+use super::error::{FileError, Kind};
+use crate::policy::cwd::{CwdPolicy, DirRefusal};
+
+/// A directory opened only to be resolved from.
+const DIR_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NOFOLLOW);
+
+/// Where a file path lives.
+#[derive(Debug)]
+pub struct Place {
+    /// The parent directory (`O_PATH`), resolved under the policy.
+    pub dir: OwnedFd,
+    /// The final component; `.` for `/` itself.
+    pub name: OsString,
+    /// The path as the client gave it (normalised), for messages.
+    pub path: PathBuf,
+}
+
+impl Place {
+    /// Resolves the absolute, normalised `path` (see [`super::path`]):
+    /// opens its parent under `policy`. With `mkdirs`, missing parents are
+    /// created first (mode 0755), each one beneath the last through its
+    /// descriptor, never followed if a symlink appears there meanwhile.
+    pub fn resolve(policy: &CwdPolicy, path: &Path, mkdirs: bool) -> Result<Place, FileError> {
+        let (parent, name) = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => (parent, name.to_owned()),
+            _ => (Path::new("/"), OsString::from(".")),
+        };
+        let dir = match policy.open_file_dir(parent) {
+            Ok(fd) => fd,
+            Err(DirRefusal::Outside) => return Err(outside(policy, path)),
+            Err(DirRefusal::Errno(Errno::NOENT)) if mkdirs => make_parents(policy, path, parent)?,
+            Err(DirRefusal::Errno(e)) => return Err(parent_error(e, path, parent)),
+        };
+        Ok(Place {
+            dir,
+            name,
+            path: path.to_owned(),
+        })
+    }
+}
+
+fn outside(policy: &CwdPolicy, path: &Path) -> FileError {
+    FileError::new(Kind::Forbidden, policy.outside_text("path", path))
+}
+
+/// The parent of `path` could not be opened.
+fn parent_error(e: Errno, path: &Path, parent: &Path) -> FileError {
+    match e {
+        Errno::NOENT => FileError::new(
+            Kind::NotFound,
+            format!("{path:?}: the directory {parent:?} does not exist (mkdirs creates it)"),
+        ),
+        Errno::NOTDIR | Errno::LOOP => FileError::new(
+            Kind::Conflict,
+            format!("{path:?}: {parent:?} is not a directory"),
+        ),
+        e => FileError::errno(e, "opening the directory of", path),
+    }
+}
+
+/// Opens the deepest existing ancestor of `parent` under the policy and
+/// creates the rest beneath it, one component at a time.
+fn make_parents(policy: &CwdPolicy, path: &Path, parent: &Path) -> Result<OwnedFd, FileError> {
+    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut at = parent;
+    let mut dir = loop {
+        match at.file_name() {
+            Some(name) => missing.push(name),
+            None => break open_ancestor(policy, path, at)?,
+        }
+        at = at.parent().unwrap_or(Path::new("/"));
+        match policy.open_file_dir(at) {
+            Ok(fd) => break fd,
+            Err(DirRefusal::Outside) => return Err(outside(policy, path)),
+            Err(DirRefusal::Errno(Errno::NOENT)) => {}
+            Err(DirRefusal::Errno(e)) => return Err(parent_error(e, path, at)),
+        }
+    };
+    for name in missing.into_iter().rev() {
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(FileError::errno(e, "creating the directories of", path)),
+        }
+        dir = rustix::fs::openat(dir.as_fd(), name, DIR_FLAGS, Mode::empty())
+            .map_err(|e| parent_error(e, path, parent))?;
+    }
+    Ok(dir)
+}
+
+fn open_ancestor(policy: &CwdPolicy, path: &Path, at: &Path) -> Result<OwnedFd, FileError> {
+    match policy.open_file_dir(at) {
+        Ok(fd) => Ok(fd),
+        Err(DirRefusal::Outside) => Err(outside(policy, path)),
+        Err(DirRefusal::Errno(e)) => Err(parent_error(e, path, at)),
+    }
+}
