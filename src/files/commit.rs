@@ -106,11 +106,6 @@ impl Staged {
         Ok(())
     }
 
-    /// Bytes written so far.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
     /// Verifies and renames into place (see the module doc).
     pub fn commit(
         mut self,

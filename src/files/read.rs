@@ -19,8 +19,6 @@ pub struct Opened {
     pub file: File,
     /// Its size in bytes.
     pub size: u64,
-    /// Its `fstat`.
-    pub stat: Stat,
 }
 
 /// The `lstat` of the final component, or `None` when it does not exist.
@@ -67,7 +65,6 @@ pub fn open(place: &Place) -> Result<Opened, FileError> {
     Ok(Opened {
         file: File::from(fd),
         size: u64::try_from(stat.st_size).unwrap_or(0),
-        stat,
     })
 }
 

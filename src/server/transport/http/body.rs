@@ -1,5 +1,5 @@
 //! The response body: whole (with its length), or a stream of chunks a task
-//! sends over a channel (SSE). Either may hold the request's
+//! sends over a channel (SSE; a file, with its length). Either may hold the request's
 //! [`Active`] count, so a response counts as in flight until
 //! hyper has taken its last byte and dropped the body.
 
@@ -21,7 +21,8 @@ pub struct Body {
 
 enum Kind {
     Full(Option<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
+    /// Chunks, and the total length when it is known in advance.
+    Stream(mpsc::Receiver<Bytes>, Option<u64>),
 }
 
 impl Body {
@@ -42,7 +43,16 @@ impl Body {
     /// A body of the chunks sent to `rx`, ending when its senders are gone.
     pub fn stream(rx: mpsc::Receiver<Bytes>) -> Body {
         Body {
-            kind: Kind::Stream(rx),
+            kind: Kind::Stream(rx, None),
+            _active: None,
+        }
+    }
+
+    /// A body of exactly `len` bytes sent to `rx` (a file): hyper sends
+    /// `Content-Length` and cuts the connection if fewer arrive.
+    pub fn stream_sized(rx: mpsc::Receiver<Bytes>, len: u64) -> Body {
+        Body {
+            kind: Kind::Stream(rx, Some(len)),
             _active: None,
         }
     }
@@ -63,7 +73,7 @@ impl hyper::body::Body for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b)))),
+            Kind::Stream(rx, _) => rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b)))),
         }
     }
 
@@ -74,7 +84,8 @@ impl hyper::body::Body for Body {
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Stream(_) => SizeHint::default(),
+            Kind::Stream(_, Some(len)) => SizeHint::with_exact(*len),
+            Kind::Stream(_, None) => SizeHint::default(),
         }
     }
 }

@@ -7,6 +7,8 @@
 //! - [`body`]: the response body: whole, or a stream fed by a task.
 //! - [`exec`]: `POST /exec`, a job streamed as server-sent events (SPEC
 //!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
+//! - [`files`]: `/files/<abs path>`: streamed file transfer and the file
+//!   API (SPEC §13.2).
 //!
 //! # Requests and sessions
 //! `POST /mcp` carries one JSON-RPC message (or, in a 2025-03-26 session, a
@@ -37,6 +39,7 @@
 
 pub mod body;
 mod exec;
+mod files;
 pub mod guard;
 pub mod settings;
 
@@ -320,6 +323,7 @@ async fn route(state: &Arc<State>, listener: Listener, req: Request<Incoming>) -
         (Method::POST, "/mcp") => post(state, req).await,
         (Method::DELETE, "/mcp") => delete(state, &req),
         (Method::POST, "/exec") => exec::post(state, req).await,
+        (_, p) if p.starts_with("/files/") || p == "/files" => files::handle(state, req).await,
         (_, "/mcp") => {
             let mut r = status(
                 StatusCode::METHOD_NOT_ALLOWED,

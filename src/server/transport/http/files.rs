@@ -1,0 +1,493 @@
+//! `/files/<abs path>`: file transfer and the file API over HTTP (SPEC
+//! §13.2), after the guard (Host, Origin, token) let the request through.
+//!
+//! | request | answer |
+//! |---|---|
+//! | `PUT` (body = the bytes; `X-Content-SHA256: <hex>` verified before the rename; `?overwrite=false`, `?mode=0644`, `?mkdirs`) | `201` created / `200` replaced or unchanged, `{path, bytes, sha256, unchanged}` |
+//! | `GET` of a file (`Range: bytes=a-b`, one range) | the bytes: `200` with `Content-Length`, `206` with `Content-Range`, `416` past the end |
+//! | `HEAD` of a file | the headers of `GET` (`Content-Length` = the size) |
+//! | `GET` of a directory (`?limit=&after=`) | `{"entries":[{name, type, size, mode, mtime, target?}, …], "next"?}` sorted by name |
+//! | `GET ?stat` | the entry of the path itself (a symlink not followed; `target`) |
+//! | `POST ?mkdir` (`&parents`) | `201` and the new directory's entry |
+//! | `DELETE` (`?recursive` for a directory) | `204` |
+//! | `POST ?move=<abs dest>` (`&overwrite`) | `204`; atomic, no replacing without `overwrite` |
+//!
+//! Errors are `{"error": "…"}` naming the path: `400` malformed, `403`
+//! outside the cwd policy (or refused by the kernel), `404` missing, `409`
+//! exists / not empty / not a regular file, `422` sha256 mismatch, `507` no
+//! space.
+//!
+//! # Memory stays flat
+//! A `PUT` body is never collected: its frames go through a channel of
+//! [`DEPTH`] chunks to a blocking task that writes and hashes them (the
+//! atomic commit of [`crate::files::commit`]); a client that stops or goes
+//! away drops the channel, and the temporary file is removed. A `GET` reads
+//! [`CHUNK`]-sized pieces on a blocking task into a channel as deep, which
+//! hyper drains as the socket accepts them.
+
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::body::Body;
+use super::{Reply, State, status};
+use crate::files::commit::{Options, Staged};
+use crate::files::place::Place;
+use crate::files::{self as files, CHUNK, FileError, Kind, path, read, tree};
+use crate::policy::cwd::CwdPolicy;
+
+/// Chunks in flight between the socket and the disk, either way.
+pub const DEPTH: usize = 4;
+
+/// The query of a `/files` request: `key` or `key=value` pairs, values
+/// kept raw (percent-encoded) until used.
+struct Query<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'a> Query<'a> {
+    fn parse(q: Option<&'a str>) -> Query<'a> {
+        Query(
+            q.unwrap_or("")
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| p.split_once('=').unwrap_or((p, "")))
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    /// A flag: present and not `false`/`0`.
+    fn flag(&self, key: &str) -> bool {
+        self.get(key).is_some_and(|v| v != "false" && v != "0")
+    }
+
+    /// The value, percent-decoded (lossy UTF-8).
+    fn text(&self, key: &str) -> Option<String> {
+        self.get(key).map(|v| {
+            String::from_utf8_lossy(&path::percent_decode(v).unwrap_or_default()).into_owned()
+        })
+    }
+}
+
+fn json_reply(code: StatusCode, value: &impl Serialize) -> Reply {
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    let mut r = Response::new(Body::full(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error(e: &FileError) -> Reply {
+    status(
+        StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &e.message,
+    )
+}
+
+fn invalid(message: impl std::fmt::Display) -> Reply {
+    status(StatusCode::BAD_REQUEST, &message.to_string())
+}
+
+/// Runs blocking file work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
+) -> Result<T, FileError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))))
+}
+
+/// Routes a `/files…` request.
+pub(super) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Reply {
+    let raw = req.uri().path().strip_prefix("/files").unwrap_or("");
+    let target = match path::from_url_path(raw) {
+        Ok(p) => p,
+        Err(e) => return invalid(e),
+    };
+    let query_text = req.uri().query().map(str::to_owned);
+    let query = Query::parse(query_text.as_deref());
+    let app = Arc::clone(&state.app);
+    match req.method().clone() {
+        Method::PUT => put(app, req, target, &query).await,
+        Method::GET if query.get("stat").is_some() => {
+            match blocking(move || tree::stat(&Place::resolve(&app.cwd, &target, false)?)).await {
+                Ok(entry) => json_reply(StatusCode::OK, &entry),
+                Err(e) => error(&e),
+            }
+        }
+        m @ (Method::GET | Method::HEAD) => {
+            let range = req
+                .headers()
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            get(app, target, &query, range, m == Method::HEAD).await
+        }
+        Method::POST if query.get("mkdir").is_some() => {
+            let parents = query.flag("parents");
+            let made = blocking(move || {
+                tree::mkdir(&Place::resolve(&app.cwd, &target, parents)?, parents)
+            });
+            match made.await {
+                Ok(entry) => json_reply(StatusCode::CREATED, &entry),
+                Err(e) => error(&e),
+            }
+        }
+        Method::POST if query.get("move").is_some() => {
+            let dest = match path::from_url_path(query.get("move").unwrap_or("")) {
+                Ok(d) => d,
+                Err(e) => return invalid(format!("move: {e}")),
+            };
+            let overwrite = query.flag("overwrite");
+            let moved = blocking(move || {
+                let from = Place::resolve(&app.cwd, &target, false)?;
+                let to = Place::resolve(&app.cwd, &dest, false)?;
+                tree::rename(&from, &to, overwrite)
+            });
+            match moved.await {
+                Ok(()) => no_content(),
+                Err(e) => error(&e),
+            }
+        }
+        Method::DELETE => {
+            let recursive = query.flag("recursive");
+            let deleted = blocking(move || {
+                tree::delete(&Place::resolve(&app.cwd, &target, false)?, recursive)
+            });
+            match deleted.await {
+                Ok(()) => no_content(),
+                Err(e) => error(&e),
+            }
+        }
+        Method::POST => invalid("POST /files needs ?mkdir or ?move=<abs dest>"),
+        _ => {
+            let mut r = status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "/files takes GET, HEAD, PUT, POST (?mkdir, ?move) and DELETE",
+            );
+            r.headers_mut().insert(
+                header::ALLOW,
+                HeaderValue::from_static("GET, HEAD, PUT, POST, DELETE"),
+            );
+            r
+        }
+    }
+}
+
+fn no_content() -> Reply {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r
+}
+
+/// What the socket side hands the writing task.
+enum Piece {
+    Data(Bytes),
+    /// The whole body arrived.
+    End,
+}
+
+async fn put(
+    app: Arc<crate::tools::App>,
+    req: Request<Incoming>,
+    target: PathBuf,
+    query: &Query<'_>,
+) -> Reply {
+    let expected = match req.headers().get("x-content-sha256") {
+        None => None,
+        Some(v) => match v.to_str().ok().and_then(files::parse_sha256) {
+            Some(sha) => Some(sha),
+            None => return invalid("X-Content-SHA256 must be 64 hex digits"),
+        },
+    };
+    let mode = match query.text("mode") {
+        None => None,
+        Some(m) => match crate::tools::upload::parse_mode(&m) {
+            Some(m) => Some(m),
+            None => {
+                return invalid(format!(
+                    "mode must be octal permission bits like 0644, not {m:?}"
+                ));
+            }
+        },
+    };
+    let opts = Options {
+        mode,
+        overwrite: query
+            .get("overwrite")
+            .is_none_or(|v| v != "false" && v != "0"),
+    };
+    let mkdirs = query.flag("mkdirs");
+    let (tx, mut rx) = mpsc::channel::<Piece>(DEPTH);
+    let writer = tokio::task::spawn_blocking(move || {
+        let staged = Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?)?;
+        write_pieces(staged, &mut rx, expected, opts)
+    });
+    let mut body = req.into_body();
+    let mut complete = false;
+    loop {
+        match body.frame().await {
+            None => {
+                complete = true;
+                break;
+            }
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if tx.send(Piece::Data(data)).await.is_err() {
+                    // The writer stopped early: its error is the answer.
+                    break;
+                }
+            }
+            // The client went away or sent a broken body: the writer sees
+            // the channel close without `End` and removes its file.
+            Some(Err(_)) => break,
+        }
+    }
+    if complete {
+        let _ = tx.send(Piece::End).await;
+    }
+    drop(tx);
+    let outcome = writer
+        .await
+        .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))));
+    let mut reply = match outcome {
+        Ok(done) if done.created => json_reply(StatusCode::CREATED, &done),
+        Ok(done) => json_reply(StatusCode::OK, &done),
+        Err(e) => error(&e),
+    };
+    if !complete {
+        // The rest of the body was never read: the connection cannot be
+        // reused.
+        reply
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    reply
+}
+
+/// The writing task of a `PUT`.
+fn write_pieces(
+    mut staged: Staged,
+    rx: &mut mpsc::Receiver<Piece>,
+    expected: Option<[u8; 32]>,
+    opts: Options,
+) -> Result<files::commit::Committed, FileError> {
+    loop {
+        match rx.blocking_recv() {
+            Some(Piece::Data(d)) => staged.write(&d)?,
+            Some(Piece::End) => return staged.commit(expected, opts),
+            None => {
+                return Err(FileError::new(
+                    Kind::Invalid,
+                    "the body ended early; nothing was written",
+                ));
+            }
+        }
+    }
+}
+
+/// What a `GET`/`HEAD` found.
+enum Found {
+    Listing(tree::Listing),
+    File(read::Opened, PathBuf),
+}
+
+async fn get(
+    app: Arc<crate::tools::App>,
+    target: PathBuf,
+    query: &Query<'_>,
+    range: Option<String>,
+    head: bool,
+) -> Reply {
+    let limit = match query.get("limit") {
+        None => tree::DEFAULT_LIMIT,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => return invalid("limit must be a positive integer"),
+        },
+    };
+    let after = query.text("after");
+    let found = blocking(move || open_for_get(&app.cwd, &target, limit, after)).await;
+    match found {
+        Err(e) => error(&e),
+        Ok(Found::Listing(listing)) => json_reply(StatusCode::OK, &listing),
+        Ok(Found::File(opened, path)) => send_file(opened, &path, range.as_deref(), head),
+    }
+}
+
+fn open_for_get(
+    policy: &CwdPolicy,
+    target: &Path,
+    limit: usize,
+    after: Option<String>,
+) -> Result<Found, FileError> {
+    let place = Place::resolve(policy, target, false)?;
+    let st = read::lstat(&place)?
+        .ok_or_else(|| FileError::errno(rustix::io::Errno::NOENT, "reading", target))?;
+    if tree::is_dir(&st) {
+        let after = after.map(std::ffi::OsString::from);
+        return tree::list(&place, limit, after.as_deref()).map(Found::Listing);
+    }
+    read::open(&place).map(|o| Found::File(o, target.to_owned()))
+}
+
+/// The one range of a `Range` header against a file of `size` bytes:
+/// `Ok(None)` = the whole file (no header, or one this server does not
+/// serve partially, like several ranges), `Err(())` = unsatisfiable.
+pub fn parse_range(header: Option<&str>, size: u64) -> Result<Option<RangeInclusive<u64>>, ()> {
+    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let Some((first, last)) = spec.split_once('-') else {
+        return Ok(None);
+    };
+    let (first, last) = (first.trim(), last.trim());
+    let range = if first.is_empty() {
+        // The last `n` bytes.
+        let n: u64 = last.parse().map_err(|_| ())?;
+        if n == 0 || size == 0 {
+            return Err(());
+        }
+        size.saturating_sub(n)..=size - 1
+    } else {
+        let start: u64 = first.parse().map_err(|_| ())?;
+        let end = if last.is_empty() {
+            size.saturating_sub(1)
+        } else {
+            let end: u64 = last.parse().map_err(|_| ())?;
+            if end < start {
+                return Err(());
+            }
+            end.min(size.saturating_sub(1))
+        };
+        if start >= size {
+            return Err(());
+        }
+        start..=end
+    };
+    Ok(Some(range))
+}
+
+fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool) -> Reply {
+    let size = opened.size;
+    let (code, start, len) = match parse_range(range, size) {
+        Ok(None) => (StatusCode::OK, 0, size),
+        Ok(Some(r)) => (
+            StatusCode::PARTIAL_CONTENT,
+            *r.start(),
+            r.end() - r.start() + 1,
+        ),
+        Err(()) => {
+            let mut r = status(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                &format!(
+                    "range {:?} is outside {path:?} ({size} bytes)",
+                    range.unwrap_or("")
+                ),
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return r;
+        }
+    };
+    let mut reply = if head || len == 0 {
+        Response::new(Body::empty())
+    } else {
+        let (tx, rx) = mpsc::channel::<Bytes>(DEPTH);
+        tokio::task::spawn_blocking(move || stream_file(opened, start, len, &tx));
+        Response::new(Body::stream_sized(rx, len))
+    };
+    *reply.status_mut() = code;
+    let h = reply.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if code == StatusCode::PARTIAL_CONTENT
+        && let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", start + len - 1))
+    {
+        h.insert(header::CONTENT_RANGE, v);
+    }
+    reply
+}
+
+/// Reads `len` bytes from `start` into `tx`, a chunk at a time, until done
+/// or the client is gone. A file that shrank meanwhile ends the stream
+/// early: hyper then closes the connection (fewer bytes than announced).
+fn stream_file(opened: read::Opened, start: u64, len: u64, tx: &mpsc::Sender<Bytes>) {
+    use std::os::unix::fs::FileExt;
+    let mut at = start;
+    let end = start + len;
+    let mut sent = 0u64;
+    while at < end {
+        let want = usize::try_from((end - at).min(CHUNK as u64)).unwrap_or(CHUNK);
+        let mut buf = vec![0u8; want];
+        let n = match opened.file.read_at(&mut buf, at) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading a file for GET /files");
+                break;
+            }
+        };
+        buf.truncate(n);
+        if tx.blocking_send(Bytes::from(buf)).is_err() {
+            break;
+        }
+        at += n as u64;
+        sent += n as u64;
+    }
+    crate::metrics::transfer_bytes(true, sent);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_range_is_served_and_past_the_end_is_unsatisfiable() {
+        assert_eq!(parse_range(None, 10), Ok(None));
+        assert_eq!(parse_range(Some("bytes=0-3"), 10), Ok(Some(0..=3)));
+        assert_eq!(parse_range(Some("bytes=4-"), 10), Ok(Some(4..=9)));
+        assert_eq!(parse_range(Some("bytes=-3"), 10), Ok(Some(7..=9)));
+        assert_eq!(parse_range(Some("bytes=5-100"), 10), Ok(Some(5..=9)));
+        assert_eq!(parse_range(Some("bytes=-100"), 10), Ok(Some(0..=9)));
+        assert_eq!(parse_range(Some("bytes=10-"), 10), Err(()));
+        assert_eq!(parse_range(Some("bytes=5-2"), 10), Err(()));
+        assert_eq!(parse_range(Some("bytes=0-"), 0), Err(()));
+        // Several ranges: the whole file.
+        assert_eq!(parse_range(Some("bytes=0-1,3-4"), 10), Ok(None));
+        assert_eq!(parse_range(Some("items=0-1"), 10), Ok(None));
+    }
+
+    #[test]
+    fn query_flags_are_present_unless_false() {
+        let q = Query::parse(Some("mkdir&parents=1&overwrite=false&move=%2Ftmp%2Fx"));
+        assert!(q.flag("mkdir") && q.flag("parents"));
+        assert!(!q.flag("overwrite") && !q.flag("recursive"));
+        assert_eq!(q.text("move").as_deref(), Some("/tmp/x"));
+    }
+}
