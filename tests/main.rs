@@ -59,5 +59,8 @@ mod health;
 /// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
 mod http;
 
+/// File transfer over MCP (SPEC §13.1): upload and download on every target.
+mod files;
+
 /// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
 mod kube;

@@ -243,6 +243,13 @@ impl Server {
         Server::spawn(target, command, name)
     }
 
+    /// Starts `command` (a wrapper around [`binary`], e.g. `unshare
+    /// --mount`) as the server of a non-container `target`.
+    pub fn spawn_command(target: Target, command: Command) -> Server {
+        assert!(!target.is_container(), "{target:?}: use start_with_args");
+        Server::spawn(target, command, container_name())
+    }
+
     /// Starts the server on `target` with the default environment.
     pub fn start(target: Target) -> Server {
         Server::start_with_env(target, &[])
