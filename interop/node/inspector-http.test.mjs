@@ -37,11 +37,11 @@ for (const token of ['interop-token-3f9c', null]) {
       await server?.stop();
     });
 
-    test('--method tools/list lists the seven tools', async () => {
+    test('--method tools/list lists the nine tools', async () => {
       const { tools } = await inspect(server, '--method', 'tools/list');
       assert.deepEqual(
         tools.map((t) => t.name),
-        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs'],
+        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download'],
       );
       assert.ok(tools.every((t) => t.outputSchema && t.annotations));
     });

@@ -20,11 +20,11 @@ async function inspect(...args) {
   return JSON.parse(stdout);
 }
 
-test('inspector --method tools/list lists the seven tools', async () => {
+test('inspector --method tools/list lists the nine tools', async () => {
   const { tools } = await inspect('--method', 'tools/list');
   assert.deepEqual(
     tools.map((t) => t.name),
-    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs'],
+    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download'],
   );
   assert.ok(tools.every((t) => t.outputSchema && t.annotations));
 });

@@ -7,11 +7,18 @@
 // successful call below is also a check of our structured output.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  EmbeddedResourceSchema,
+  LATEST_PROTOCOL_VERSION,
+} from '@modelcontextprotocol/sdk/types.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.env.MCP_EXEC_BIN ?? path.resolve(here, '../../target/debug/mcp-exec');
@@ -57,16 +64,16 @@ test('initialize negotiates the SDK latest revision, 2025-11-25', () => {
   assert.deepEqual(client.getServerCapabilities(), { tools: {} });
 });
 
-test('tools/list gives seven tools with titles, annotations and output schemas', async () => {
+test('tools/list gives nine tools with titles, annotations and output schemas', async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(
     tools.map((t) => t.name),
-    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs'],
+    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download'],
   );
   for (const tool of tools) {
     assert.ok(tool.title, tool.name);
     assert.equal(tool.outputSchema?.type, 'object', tool.name);
-    const readOnly = ['wait', 'status', 'output', 'list_jobs'].includes(tool.name);
+    const readOnly = ['wait', 'status', 'output', 'list_jobs', 'download'].includes(tool.name);
     assert.equal(tool.annotations?.readOnlyHint, readOnly, tool.name);
     if (!readOnly) {
       assert.equal(tool.annotations?.destructiveHint, true, tool.name);
@@ -119,4 +126,43 @@ test('kill terminates a running job and reports the verified death', async () =>
   assert.equal(killed.result.signal, 'terminated');
   const listed = payload(await client.callTool({ name: 'list_jobs', arguments: {} }));
   assert.deepEqual(listed.jobs, []);
+});
+
+// SPEC §13.1: the JSON as the text block (and structured content), the bytes
+// as an embedded resource the SDK's own schemas accept: a base64 blob for
+// binary, text for UTF-8.
+test('download returns an embedded resource the SDK schemas parse', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-exec-interop-'));
+  try {
+    const data = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    const file = path.join(dir, 'all.bin');
+    const up = payload(
+      await client.callTool({ name: 'upload', arguments: { path: file, content_base64: data.toString('base64') } }),
+    );
+    assert.equal(up.bytes, 256);
+    assert.deepEqual(fs.readFileSync(file), data);
+
+    const result = CallToolResultSchema.parse(
+      await client.callTool({ name: 'download', arguments: { path: file } }),
+    );
+    assert.equal(result.isError, false);
+    assert.equal(result.content.length, 2);
+    const [text, embedded] = result.content;
+    assert.equal(text.type, 'text');
+    assert.deepEqual(JSON.parse(text.text), result.structuredContent);
+    assert.equal(result.structuredContent.sha256, crypto.createHash('sha256').update(data).digest('hex'));
+    const resource = EmbeddedResourceSchema.parse(embedded).resource;
+    assert.equal(resource.uri, `file://${file}`);
+    assert.equal(resource.mimeType, 'application/octet-stream');
+    assert.deepEqual(Buffer.from(resource.blob, 'base64'), data);
+
+    const note = path.join(dir, 'note.txt');
+    await client.callTool({ name: 'upload', arguments: { path: note, text: 'héllo' } });
+    const page = await client.callTool({ name: 'download', arguments: { path: note, offset: 1 } });
+    const textResource = EmbeddedResourceSchema.parse(page.content[1]).resource;
+    assert.equal(textResource.text, 'éllo');
+    assert.equal(page.structuredContent.total_bytes, Buffer.byteLength('héllo'));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

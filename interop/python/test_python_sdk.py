@@ -9,6 +9,8 @@ missing), so a passing call is also a schema check of our output.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -30,8 +32,8 @@ pytestmark = pytest.mark.anyio
 # and what we must answer with: our latest revision, the same string.
 NEGOTIATED = "2025-11-25"
 
-READ_ONLY = {"wait", "status", "output", "list_jobs"}
-DESTRUCTIVE = {"execute", "input", "kill"}
+READ_ONLY = {"wait", "status", "output", "list_jobs", "download"}
+DESTRUCTIVE = {"execute", "input", "kill", "upload"}
 
 
 def payload(result: types.CallToolResult) -> dict:
@@ -60,7 +62,7 @@ async def test_default_mode_probes_discover_and_falls_back_to_initialize_at_once
         assert c.session.discover_result is None
         assert c.session.initialize_result is not None
         assert c.server_info is not None and c.server_info.name == "mcp-exec"
-        assert len((await c.list_tools()).tools) == 7
+        assert len((await c.list_tools()).tools) == 9
     sent = tap.sent()
     assert [m.get("method") for m in sent[:3]] == [
         "server/discover",
@@ -78,7 +80,7 @@ async def test_default_mode_probes_discover_and_falls_back_to_initialize_at_once
 async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
     async with Client(server_params(tap), mode="legacy") as c:
         assert c.protocol_version == NEGOTIATED
-        assert len((await c.list_tools()).tools) == 7
+        assert len((await c.list_tools()).tools) == 9
     methods = [m.get("method") for m in tap.sent()]
     assert methods[:2] == ["initialize", "notifications/initialized"]
     assert "server/discover" not in methods
@@ -87,7 +89,7 @@ async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
 async def test_list_tools_gives_titles_annotations_and_output_schemas(client: Client) -> None:
     listed = await client.list_tools()
     names = [t.name for t in listed.tools]
-    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs"]
+    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download"]
     for tool in listed.tools:
         assert tool.title, tool.name
         assert tool.input_schema["type"] == "object"
@@ -141,6 +143,37 @@ async def test_argument_errors_are_error_results_not_protocol_errors(client: Cli
     assert result.structured_content is None
     # Part II (2025-03-26 on) accepts `argv` too, and says so (SPEC §12).
     assert result.content[0].text == '"command" or "argv" is required'
+
+
+async def test_download_returns_an_embedded_resource_in_the_sdk_types(client: Client, tmp_path: Path) -> None:
+    """SPEC §13.1: the JSON as the text block (and structured content), the
+    bytes as an embedded resource: a base64 blob for binary, text for UTF-8."""
+    data = bytes(range(256))
+    binary = tmp_path / "all.bin"
+    up = await client.call_tool("upload", {"path": str(binary), "content_base64": base64.b64encode(data).decode()})
+    assert up.is_error is False and up.structured_content["bytes"] == 256
+    assert binary.read_bytes() == data
+
+    result = await client.call_tool("download", {"path": str(binary)})
+    assert result.is_error is False
+    text, resource = result.content
+    assert isinstance(text, types.TextContent)
+    assert json.loads(text.text) == result.structured_content
+    assert result.structured_content["sha256"] == hashlib.sha256(data).hexdigest()
+    assert isinstance(resource, types.EmbeddedResource)
+    assert isinstance(resource.resource, types.BlobResourceContents)
+    assert str(resource.resource.uri) == f"file://{binary}"
+    assert resource.resource.mime_type == "application/octet-stream"
+    assert base64.b64decode(resource.resource.blob) == data
+
+    note = tmp_path / "note.txt"
+    await client.call_tool("upload", {"path": str(note), "text": "héllo"})
+    result = await client.call_tool("download", {"path": str(note), "offset": 1})
+    resource = result.content[1]
+    assert isinstance(resource, types.EmbeddedResource)
+    assert isinstance(resource.resource, types.TextResourceContents)
+    assert resource.resource.text == "éllo"
+    assert result.structured_content["total_bytes"] == len("héllo".encode())
 
 
 def _processes_with(marker: str) -> list[int]:
