@@ -25,6 +25,7 @@
 mod baseline;
 mod bounded;
 mod client;
+mod files;
 mod http;
 mod http_client;
 mod report;
@@ -70,7 +71,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 16] = [
+const SCENARIOS: [&str; 18] = [
     "size",
     "startup",
     "rtt",
@@ -87,6 +88,8 @@ const SCENARIOS: [&str; 16] = [
     "http_rtt",
     "http_concurrency",
     "http_sessions",
+    "http_files",
+    "stdio_files",
 ];
 
 struct Options {
@@ -440,6 +443,7 @@ fn run(o: &Options) -> Result<(), Error> {
     }
     server.shutdown(Duration::from_secs(10))?;
     http_figures(o, &plan, &binary, &mut figures, &mut notes)?;
+    files::figures(o, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
 
