@@ -43,9 +43,11 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(what: &str) -> Result<Scratch, Error> {
-        let dir = std::env::temp_dir().join(format!("mcp-exec-bench-{what}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("mcp-exec-bench-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| Error(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error(format!("creating {}: {e}", dir.display())))?;
         Ok(Scratch(dir))
     }
 
@@ -63,7 +65,8 @@ impl Drop for Scratch {
 /// Fills `len` bytes of pseudo-random data (xorshift: incompressible
 /// enough, and fast) into `path`, and returns its SHA-256 in hex.
 fn random_file(path: &Path, len: u64) -> Result<String, Error> {
-    let mut f = File::create(path).map_err(|e| Error(format!("creating {}: {e}", path.display())))?;
+    let mut f =
+        File::create(path).map_err(|e| Error(format!("creating {}: {e}", path.display())))?;
     let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ len;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -76,11 +79,16 @@ fn random_file(path: &Path, len: u64) -> Result<String, Error> {
             chunk.copy_from_slice(&state.to_le_bytes());
         }
         let n = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
-        f.write_all(&buf[..n]).map_err(|e| Error(format!("writing {}: {e}", path.display())))?;
+        f.write_all(&buf[..n])
+            .map_err(|e| Error(format!("writing {}: {e}", path.display())))?;
         hasher.update(&buf[..n]);
         left -= n as u64;
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -122,7 +130,9 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
 /// Reads an HTTP response head; returns (status, content-length).
 fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(u16, Option<u64>), Error> {
     let mut line = String::new();
-    reader.read_line(&mut line).map_err(io("reading a status line"))?;
+    reader
+        .read_line(&mut line)
+        .map_err(io("reading a status line"))?;
     let status = line
         .split_whitespace()
         .nth(1)
@@ -131,7 +141,9 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(u16, Option<u64>), Er
     let mut length = None;
     loop {
         line.clear();
-        reader.read_line(&mut line).map_err(io("reading a header"))?;
+        reader
+            .read_line(&mut line)
+            .map_err(io("reading a header"))?;
         let l = line.trim();
         if l.is_empty() {
             return Ok((status, length));
@@ -162,7 +174,9 @@ fn put(addr: SocketAddr, src: &Path, dest: &Path, sha: &str, len: u64) -> Result
     let mut reader = BufReader::new(stream);
     let (status, _) = read_head(&mut reader)?;
     let mut body = String::new();
-    reader.read_to_string(&mut body).map_err(io("reading the PUT answer"))?;
+    reader
+        .read_to_string(&mut body)
+        .map_err(io("reading the PUT answer"))?;
     let took = t0.elapsed();
     if status != 201 || !body.contains(sha) {
         return Err(Error(format!("PUT answered {status}: {body}")));
@@ -184,7 +198,9 @@ fn get(addr: SocketAddr, path: &Path, len: u64) -> Result<Duration, Error> {
     let mut reader = BufReader::with_capacity(BUF, stream);
     let (status, length) = read_head(&mut reader)?;
     if status != 200 || length != Some(len) {
-        return Err(Error(format!("GET answered {status} with length {length:?}")));
+        return Err(Error(format!(
+            "GET answered {status} with length {length:?}"
+        )));
     }
     let mut buf = vec![0u8; BUF];
     let mut got = 0u64;
@@ -233,21 +249,29 @@ pub fn http(binary: &Path, bytes: u64, runs: usize) -> Result<Option<Transfer>, 
     for run in 0..runs {
         let by_cat = dir.path("by-cat");
         let by_server = dir.path(&format!("by-server-{run}"));
-        let file = |p: &Path| File::create(p).map(Stdio::from).map_err(io("creating a file"));
-        let input = File::open(&src).map(Stdio::from).map_err(io("opening the source"))?;
+        let file = |p: &Path| {
+            File::create(p)
+                .map(Stdio::from)
+                .map_err(io("creating a file"))
+        };
+        let input = File::open(&src)
+            .map(Stdio::from)
+            .map_err(io("opening the source"))?;
         let base = cat(&[], input, file(&by_cat)?)?;
         out.put.baseline.push(mib_per_s(bytes, base));
         hs.server.reset_peak()?;
         let took = put(hs.addr, &src, &by_server, &sha, bytes)?;
         out.put.server.push(mib_per_s(bytes, took));
-        out.peak_rss_mib.push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
+        out.peak_rss_mib
+            .push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
 
         let base = cat(&[&by_server], Stdio::null(), Stdio::null())?;
         out.get.baseline.push(mib_per_s(bytes, base));
         hs.server.reset_peak()?;
         let took = get(hs.addr, &by_server, bytes)?;
         out.get.server.push(mib_per_s(bytes, took));
-        out.peak_rss_mib.push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
+        out.peak_rss_mib
+            .push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
         let _ = std::fs::remove_file(&by_cat);
         let _ = std::fs::remove_file(&by_server);
     }
@@ -270,7 +294,12 @@ pub struct StdioTransfer {
 
 /// `runs` × (encode, upload, download) of `bytes` over stdio, with
 /// `protocol` (2025-03-26 or later: the tools are Part II).
-pub fn stdio(binary: &Path, protocol: &str, bytes: usize, runs: usize) -> Result<Option<StdioTransfer>, Error> {
+pub fn stdio(
+    binary: &Path,
+    protocol: &str,
+    bytes: usize,
+    runs: usize,
+) -> Result<Option<StdioTransfer>, Error> {
     let mut server = Server::spawn(binary)?;
     server.initialize(protocol, CALL_TIMEOUT)?;
     let (_, listed) = server.call("tools/list", json!({}), CALL_TIMEOUT)?;
@@ -340,13 +369,26 @@ pub fn figures(
     notes: &mut serde_json::Map<String, Value>,
 ) -> Result<(), Error> {
     use crate::report::Figure;
-    let (bytes, runs) = if o.smoke { (16u64 << 20, 1) } else { (1u64 << 30, 3) };
+    let (bytes, runs) = if o.smoke {
+        (16u64 << 20, 1)
+    } else {
+        (1u64 << 30, 3)
+    };
     if o.wants("http_files") {
         let size = format!("{} MiB", bytes >> 20);
-        eprintln!("bench: http_files ({runs} × PUT and GET of {size} on loopback, each after cat of the same bytes)");
+        eprintln!(
+            "bench: http_files ({runs} × PUT and GET of {size} on loopback, each after cat of the same bytes)"
+        );
         let label = format!("PUT /files of {size} (sha256 verified, fsync), loopback");
         match http(binary, bytes, runs)? {
-            None => crate::http_skipped("http_files_put", &label, "MiB/s", "≥ 0.5× cat > file", figures, notes),
+            None => crate::http_skipped(
+                "http_files_put",
+                &label,
+                "MiB/s",
+                "≥ 0.5× cat > file",
+                figures,
+                notes,
+            ),
             Some(t) => {
                 figures.push(Figure::rate_vs(
                     "http_files_put",
