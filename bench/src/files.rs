@@ -109,6 +109,9 @@ fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
 pub struct Transfer {
     /// PUT throughput (MiB/s) against `cat > file` of the same bytes.
     pub put: Paired,
+    /// `dd bs=1M conv=fsync` of the same bytes (MiB/s): a copy that is on
+    /// disk when it ends, as the server's commit is.
+    pub durable: Samples,
     /// GET throughput (MiB/s) against `cat file > /dev/null`.
     pub get: Paired,
     /// The server's RSS high-water mark during each transfer, MiB.
@@ -233,7 +236,23 @@ fn cat(args: &[&Path], stdin: Stdio, stdout: Stdio) -> Result<Duration, Error> {
     Ok(t0.elapsed())
 }
 
-/// `runs` × (`cat > file`, PUT; `cat file > /dev/null`, GET) of `bytes`.
+/// Times `dd if=src of=dest bs=1M conv=fsync`.
+fn dd_fsync(src: &Path, dest: &Path) -> Result<Duration, Error> {
+    let t0 = Instant::now();
+    let status = Command::new("dd")
+        .arg(format!("if={}", src.display()))
+        .arg(format!("of={}", dest.display()))
+        .args(["bs=1M", "conv=fsync", "status=none"])
+        .stdin(Stdio::null())
+        .status()
+        .map_err(io("running dd"))?;
+    if !status.success() {
+        return Err(Error(format!("dd exited with {status}")));
+    }
+    Ok(t0.elapsed())
+}
+
+/// `runs` × (`cat > file`, `dd conv=fsync`, PUT; `cat file > /dev/null`, GET) of `bytes`.
 pub fn http(binary: &Path, bytes: u64, runs: usize) -> Result<Option<Transfer>, Error> {
     let Some(hs) = HttpServer::launch(binary, &Launch::default(), false)? else {
         return Ok(None);
@@ -259,6 +278,8 @@ pub fn http(binary: &Path, bytes: u64, runs: usize) -> Result<Option<Transfer>, 
             .map_err(io("opening the source"))?;
         let base = cat(&[], input, file(&by_cat)?)?;
         out.put.baseline.push(mib_per_s(bytes, base));
+        let _ = std::fs::remove_file(&by_cat);
+        out.durable.push(mib_per_s(bytes, dd_fsync(&src, &by_cat)?));
         hs.server.reset_peak()?;
         let took = put(hs.addr, &src, &by_server, &sha, bytes)?;
         out.put.server.push(mib_per_s(bytes, took));
@@ -398,6 +419,15 @@ pub fn figures(
                     &t.put.baseline,
                     "cat > file of the same bytes",
                     ("≥ 0.5× cat > file", 0.5),
+                ));
+                figures.push(Figure::rate_vs(
+                    "http_files_put_durable",
+                    "  the same PUTs against a copy that is on disk when it ends",
+                    "MiB/s",
+                    &t.put.server,
+                    &t.durable,
+                    "dd bs=1M conv=fsync of the same bytes",
+                    ("≥ 0.5× (not a SPEC target)", 0.5),
                 ));
                 figures.push(Figure::rate_vs(
                     "http_files_get",

@@ -22,14 +22,14 @@
 //! [`DEPTH`] chunks to a blocking task that writes and hashes them (the
 //! atomic commit of [`crate::files::commit`]); a client that stops or goes
 //! away drops the channel, and the temporary file is removed. A `GET` reads
-//! [`CHUNK`]-sized pieces on a blocking task into a channel as deep, which
-//! hyper drains as the socket accepts them.
+//! [`TRANSFER_CHUNK`]-sized pieces on a blocking task into a channel as
+//! deep, which hyper drains as the socket accepts them.
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
@@ -41,11 +41,17 @@ use super::body::Body;
 use super::{Reply, State, status};
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
-use crate::files::{self as files, CHUNK, FileError, Kind, path, read, tree};
+use crate::files::{self as files, FileError, Kind, path, read, tree};
 use crate::policy::cwd::CwdPolicy;
 
 /// Chunks in flight between the socket and the disk, either way.
 pub const DEPTH: usize = 4;
+/// How big a chunk between the socket and the disk is. hyper hands a body
+/// over in frames of at most its read buffer (16 KiB here); they are
+/// gathered into chunks this big, so that the writing thread is woken, and
+/// `write(2)` called, once per chunk rather than once per frame. With
+/// [`DEPTH`] this bounds a transfer's buffers at about 5 MiB either way.
+pub const TRANSFER_CHUNK: usize = 1 << 20;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
 /// kept raw (percent-encoded) until used.
@@ -239,6 +245,7 @@ async fn put(
     });
     let mut body = req.into_body();
     let mut complete = false;
+    let mut gathered = BytesMut::new();
     loop {
         match body.frame().await {
             None => {
@@ -249,7 +256,18 @@ async fn put(
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                if tx.send(Piece::Data(data)).await.is_err() {
+                if gathered.is_empty() {
+                    gathered.reserve(TRANSFER_CHUNK);
+                }
+                gathered.extend_from_slice(&data);
+                if gathered.len() < TRANSFER_CHUNK {
+                    continue;
+                }
+                if tx
+                    .send(Piece::Data(gathered.split().freeze()))
+                    .await
+                    .is_err()
+                {
                     // The writer stopped early: its error is the answer.
                     break;
                 }
@@ -260,6 +278,9 @@ async fn put(
         }
     }
     if complete {
+        if !gathered.is_empty() {
+            let _ = tx.send(Piece::Data(gathered.split().freeze())).await;
+        }
         let _ = tx.send(Piece::End).await;
     }
     drop(tx);
@@ -442,7 +463,7 @@ fn stream_file(opened: read::Opened, start: u64, len: u64, tx: &mpsc::Sender<Byt
     let end = start + len;
     let mut sent = 0u64;
     while at < end {
-        let want = usize::try_from((end - at).min(CHUNK as u64)).unwrap_or(CHUNK);
+        let want = usize::try_from((end - at).min(TRANSFER_CHUNK as u64)).unwrap_or(TRANSFER_CHUNK);
         let mut buf = vec![0u8; want];
         let n = match opened.file.read_at(&mut buf, at) {
             Ok(0) => break,
