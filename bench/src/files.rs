@@ -5,7 +5,8 @@
 //!   bytes in the same run (`cat > file` for the PUT, `cat file > /dev/null`
 //!   for the GET), run by run, baseline first. The server hashes (SHA-256,
 //!   checked against `X-Content-SHA256`) and `fsync`s what it writes; `cat`
-//!   does neither. The server's RSS high-water mark is reset before each
+//!   does neither. Every step starts with `sync`, so that none is throttled
+//!   for the dirty pages of the one before. The server's RSS high-water mark is reset before each
 //!   transfer and read after it: memory must stay flat whatever the size.
 //! - [`stdio`]: `upload` and `download` of 8 MiB over stdio (base64 in JSON),
 //!   wall time from the client's bytes to the server's answer (the client's
@@ -236,6 +237,14 @@ fn cat(args: &[&Path], stdin: Stdio, stdout: Stdio) -> Result<Duration, Error> {
     Ok(t0.elapsed())
 }
 
+/// Writes every dirty page back before a measured step, so that no step
+/// is throttled for the dirty pages of the one before (the kernel slows
+/// down a writer once too much of memory waits for the disk).
+fn settle() -> Result<(), Error> {
+    Command::new("sync").status().map_err(io("running sync"))?;
+    Ok(())
+}
+
 /// Times `dd if=src of=dest bs=1M conv=fsync`.
 fn dd_fsync(src: &Path, dest: &Path) -> Result<Duration, Error> {
     let t0 = Instant::now();
@@ -286,6 +295,7 @@ pub fn http(binary: &Path, bytes: u64, runs: usize) -> Result<Option<Transfer>, 
         out.peak_rss_mib
             .push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
 
+        settle()?;
         let base = cat(&[&by_server], Stdio::null(), Stdio::null())?;
         out.get.baseline.push(mib_per_s(bytes, base));
         hs.server.reset_peak()?;

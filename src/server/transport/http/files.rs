@@ -239,9 +239,13 @@ async fn put(
     };
     let mkdirs = query.flag("mkdirs");
     let (tx, mut rx) = mpsc::channel::<Piece>(DEPTH);
+    // Chunks come back once written, to be filled again: buffers this big
+    // are fresh mappings otherwise (the allocator maps anything over 128
+    // KiB), each one page-faulted in and unmapped again.
+    let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
     let writer = tokio::task::spawn_blocking(move || {
         let staged = Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?)?;
-        write_pieces(staged, &mut rx, expected, opts)
+        write_pieces(staged, &mut rx, &home, expected, opts)
     });
     let mut body = req.into_body();
     let mut complete = false;
@@ -256,8 +260,14 @@ async fn put(
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                if gathered.is_empty() {
-                    gathered.reserve(TRANSFER_CHUNK);
+                if gathered.capacity() == 0 {
+                    gathered = match pool.try_recv() {
+                        Ok(mut used) => {
+                            used.clear();
+                            used
+                        }
+                        Err(_) => BytesMut::with_capacity(TRANSFER_CHUNK),
+                    };
                 }
                 gathered.extend_from_slice(&data);
                 if gathered.len() < TRANSFER_CHUNK {
@@ -306,12 +316,18 @@ async fn put(
 fn write_pieces(
     mut staged: Staged,
     rx: &mut mpsc::Receiver<Piece>,
+    home: &std::sync::mpsc::SyncSender<BytesMut>,
     expected: Option<[u8; 32]>,
     opts: Options,
 ) -> Result<files::commit::Committed, FileError> {
     loop {
         match rx.blocking_recv() {
-            Some(Piece::Data(d)) => staged.write(&d)?,
+            Some(Piece::Data(d)) => {
+                staged.write(&d)?;
+                if let Ok(used) = d.try_into_mut() {
+                    let _ = home.try_send(used);
+                }
+            }
             Some(Piece::End) => return staged.commit(expected, opts),
             None => {
                 return Err(FileError::new(
@@ -454,17 +470,40 @@ fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool)
     reply
 }
 
+/// A chunk of a GET that goes back to its pool when hyper has sent it and
+/// drops it (see [`put`] for why buffers are reused).
+struct Recycled {
+    buf: Vec<u8>,
+    len: usize,
+    home: std::sync::mpsc::SyncSender<Vec<u8>>,
+}
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len.min(self.buf.len())]
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        // A full pool, or a reader that has finished: the buffer is freed.
+        let _ = self.home.try_send(std::mem::take(&mut self.buf));
+    }
+}
+
 /// Reads `len` bytes from `start` into `tx`, a chunk at a time, until done
 /// or the client is gone. A file that shrank meanwhile ends the stream
 /// early: hyper then closes the connection (fewer bytes than announced).
 fn stream_file(opened: read::Opened, start: u64, len: u64, tx: &mpsc::Sender<Bytes>) {
     use std::os::unix::fs::FileExt;
+    let (home, pool) = std::sync::mpsc::sync_channel::<Vec<u8>>(DEPTH + 2);
     let mut at = start;
     let end = start + len;
     let mut sent = 0u64;
     while at < end {
         let want = usize::try_from((end - at).min(TRANSFER_CHUNK as u64)).unwrap_or(TRANSFER_CHUNK);
-        let mut buf = vec![0u8; want];
+        let mut buf = pool.try_recv().unwrap_or_default();
+        buf.resize(want, 0);
         let n = match opened.file.read_at(&mut buf, at) {
             Ok(0) => break,
             Ok(n) => n,
@@ -474,8 +513,12 @@ fn stream_file(opened: read::Opened, start: u64, len: u64, tx: &mpsc::Sender<Byt
                 break;
             }
         };
-        buf.truncate(n);
-        if tx.blocking_send(Bytes::from(buf)).is_err() {
+        let chunk = Recycled {
+            buf,
+            len: n,
+            home: home.clone(),
+        };
+        if tx.blocking_send(Bytes::from_owner(chunk)).is_err() {
             break;
         }
         at += n as u64;
