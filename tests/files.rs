@@ -292,7 +292,13 @@ fn under_a_policy_symlinks_cannot_lead_a_file_path_out(t: Target) {
         ],
         LATEST,
     );
-    let out = HostPath::new("files-out");
+    // Outside the root: beside it on the host, at / in a container (whose
+    // root is /tmp, where every HostPath lies).
+    let out = if t.is_container() {
+        HostPath("/mcp-exec-files-out".to_owned())
+    } else {
+        HostPath::new("files-out")
+    };
     sh(
         &mut s,
         &format!("mkdir -p {0} && echo secret > {0}/s", out.0),
