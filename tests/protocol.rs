@@ -444,7 +444,8 @@ fn structured_content_and_output_schemas_appear_from_2025_06_18_and_annotations_
                 "{version} {name}: {tool}"
             );
             if annotated {
-                let read_only = ["status", "output", "list_jobs", "wait"].contains(&name);
+                let read_only =
+                    ["status", "output", "list_jobs", "wait", "download"].contains(&name);
                 assert_eq!(
                     tool["annotations"]["readOnlyHint"],
                     json!(read_only),
