@@ -20,6 +20,7 @@ pub mod kill;
 pub mod list_jobs;
 pub mod output;
 pub mod schema;
+pub mod shell_sessions;
 pub mod status;
 pub mod wait;
 
@@ -86,6 +87,21 @@ pub static TOOLS: [&Tool; 7] = [
     &list_jobs::TOOL,
 ];
 
+/// Tools that exist from revision 2025-03-26 on (SPEC Part II): a
+/// 2024-11-05 session sees exactly [`TOOLS`], and calling one of these is
+/// an unknown tool there.
+pub static PART_TWO_TOOLS: [&Tool; 1] = [&shell_sessions::TOOL];
+
+/// The tools a session of `revision` sees, in `tools/list` order.
+pub fn tools_for(revision: Revision) -> impl Iterator<Item = &'static Tool> {
+    let part_two: &'static [&'static Tool] = if revision.has_part_two() {
+        &PART_TWO_TOOLS
+    } else {
+        &[]
+    };
+    TOOLS.iter().chain(part_two).copied()
+}
+
 impl Tool {
     /// The `tools/list` entry for a session of `revision`: description and
     /// `inputSchema` always; the rest as [`Revision`] decides.
@@ -124,7 +140,7 @@ impl Tool {
 pub fn list_json(revision: Revision) -> &'static str {
     static CACHE: [OnceLock<String>; Revision::ALL.len()] = [const { OnceLock::new() }; 4];
     CACHE[revision.index()].get_or_init(|| {
-        let tools: Vec<Value> = TOOLS.iter().map(|t| t.describe(revision)).collect();
+        let tools: Vec<Value> = tools_for(revision).map(|t| t.describe(revision)).collect();
         let json = json!({ "tools": tools }).to_string();
         drop(tools);
         init::trim_heap();
@@ -135,7 +151,7 @@ pub fn list_json(revision: Revision) -> &'static str {
 /// Whether the `tools/call` with these params may start a job.
 pub fn starts_jobs(params: &Value) -> bool {
     let name = params.get("name").and_then(Value::as_str);
-    TOOLS.iter().any(|t| Some(t.name) == name && t.starts_jobs)
+    tools_for(Revision::V2025_11_25).any(|t| Some(t.name) == name && t.starts_jobs)
 }
 
 /// How a `tools/call` request fails as a whole.
@@ -162,7 +178,7 @@ pub async fn call(call: &Call, params: &Value) -> Result<CallResult, CallError> 
             "invalid params: \"name\" must be a string".into(),
         ));
     };
-    let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
+    let Some(tool) = tools_for(call.revision).find(|t| t.name == name) else {
         return Err(CallError::Protocol(
             ErrorCode::METHOD_NOT_FOUND,
             format!("unknown tool: {name}"),
@@ -216,11 +232,12 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_unique_name_and_object_schemas() {
-        let mut names: Vec<_> = TOOLS.iter().map(|t| t.name).collect();
+        let all: Vec<&Tool> = tools_for(Revision::V2025_11_25).collect();
+        let mut names: Vec<_> = all.iter().map(|t| t.name).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), TOOLS.len());
-        for t in TOOLS {
+        assert_eq!(names.len(), all.len());
+        for t in all {
             for r in Revision::ALL {
                 assert_eq!((t.input_schema)(r)["type"], "object", "{}", t.name);
                 assert_eq!((t.output_schema)(r)["type"], "object", "{}", t.name);
@@ -240,12 +257,13 @@ mod tests {
         assert!(first.get("annotations").is_none() && first.get("title").is_none());
         let first = &new["tools"][0];
         assert!(first.get("annotations").is_some() && first.get("outputSchema").is_some());
-        assert_eq!(new["tools"].as_array().unwrap().len(), 7);
+        assert_eq!(new["tools"].as_array().unwrap().len(), 8);
+        assert_eq!(old["tools"].as_array().unwrap().len(), 7);
     }
 
     #[test]
     fn no_input_schema_has_a_top_level_combinator() {
-        for t in TOOLS {
+        for t in tools_for(Revision::V2025_11_25) {
             for r in Revision::ALL {
                 let s = (t.input_schema)(r);
                 for k in ["oneOf", "anyOf", "allOf"] {
