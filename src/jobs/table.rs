@@ -729,6 +729,49 @@ mod tests {
 
     const DONE: Option<Outcome> = Some(Outcome::Exited(0));
 
+    /// Submits a job of shell session `session`.
+    fn submit_in(t: &JobTable, session: &str) -> (JobId, Vec<Admitted>) {
+        let id = t.next_id();
+        let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
+        job.shell_session = Some(session.to_owned());
+        (id, t.submit(job).unwrap())
+    }
+
+    #[test]
+    fn a_later_session_job_waits_outside_the_fifo_and_starts_when_the_earlier_ends() {
+        let t = JobTable::new(2, 100);
+        let (a, admitted) = submit_in(&t, "s");
+        assert_eq!(admitted.len(), 1);
+        assert!(t.started(a, Pid(100_001), None));
+        let (b, admitted) = submit_in(&t, "s");
+        assert!(admitted.is_empty());
+        assert!(t.with(b, |j| j.waits_for_session).unwrap());
+        // The free slot goes to a job outside the session at once.
+        let (c, admitted) = submit(&t);
+        assert_eq!(admitted.iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
+        assert!(t.session_busy("s"));
+        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert!(!t.with(b, |j| j.waits_for_session).unwrap());
+        assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [b]);
+        assert!(t.started(b, Pid(100_002), None));
+        assert!(t.set_terminal(b, Outcome::Exited(0)));
+        assert!(!t.session_busy("s"));
+    }
+
+    #[test]
+    fn cancelling_a_waiting_session_job_takes_it_out_of_its_lane() {
+        let t = JobTable::new(4, 100);
+        let (a, _) = submit_in(&t, "s");
+        assert!(t.started(a, Pid(100_001), None));
+        let (b, _) = submit_in(&t, "s");
+        let (c, _) = submit_in(&t, "s");
+        assert_eq!(t.counts(), (1, 2));
+        assert!(t.cancel_queued(b).is_some());
+        assert_eq!(t.counts(), (1, 1));
+        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
+    }
+
     #[test]
     fn a_terminal_job_is_claimed_once_and_then_unknown() {
         let (t, ids) = table_with(&[DONE]);
