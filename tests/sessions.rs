@@ -326,6 +326,12 @@ fn no_descendant_of_a_session_job_holds_the_state_descriptor(t: Target) {
     assert_eq!(r["state"], json!("success"), "{r}");
     let pid = r["stdout"]["data"].as_str().unwrap().trim().to_owned();
     assert_eq!(out(&mut s, "d", "pwd"), "/tmp\n");
+    // Between its fork and its exec the child is still a shell, with the
+    // shell's close-on-exec copy; from its exec on it holds nothing of ours.
+    let execed = wait_for(TIMEOUT, || {
+        s.exec(&format!("cat /proc/{pid}/comm"))["stdout"]["data"] == json!("sleep\n")
+    });
+    assert!(execed, "the background job never became sleep");
     let held = s.exec(&format!("ls /proc/{pid}/fd"));
     let held = held["stdout"]["data"].as_str().unwrap().to_owned();
     assert_eq!(

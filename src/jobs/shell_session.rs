@@ -19,7 +19,12 @@
 //! and busybox ash all save at fd ≥ 10 with `F_DUPFD_CLOEXEC`), so nothing
 //! the command starts inherits it — a background `sleep` never holds the
 //! pipe, and the job ends when the shell ends. When the compound ends, the
-//! shell restores fd 9 and the epilogue writes it.
+//! shell restores fd 9 and the epilogue writes it. (A forked subshell that
+//! never `exec`s — `(sleep 9; echo) &` — keeps the close-on-exec copy while
+//! it lives: no shell can give itself a descriptor its own `fork` does not
+//! copy. It cannot hold anything up: the job ends when its shell is reaped,
+//! and the server reads what is in the pipe then, never waiting for EOF; a
+//! stray write there only makes the state not adopted.)
 //!
 //! The epilogue runs twice over, guarded so it writes once: inline after the
 //! compound (so a command that installs its own `EXIT` trap still reports),
