@@ -7,7 +7,7 @@
 //!
 //! The carry-over scenarios run under every POSIX shell the target has:
 //! dash, bash and busybox ash on the host (bare, PID 1), busybox `/bin/sh`
-//! and `/bin/bash` in the images.
+//! in both images and `/bin/bash` in the tini image.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,8 +30,11 @@ fn marker() -> String {
 
 /// The POSIX shells of a target, as `SHELL` values.
 fn shells(t: Target) -> Vec<String> {
-    if t.is_container() {
-        return vec!["/bin/sh".into(), "/bin/bash".into()];
+    match t {
+        // busybox only; the tini image also has bash-static.
+        Target::Scratch => return vec!["/bin/sh".into()],
+        Target::Tini => return vec!["/bin/sh".into(), "/bin/bash".into()],
+        Target::Bare | Target::Pid1 => {}
     }
     // busybox runs as ash only under an applet name: a symlink called `ash`.
     let dir = std::env::temp_dir().join(format!("mcp-exec-sessions-{}", std::process::id()));
