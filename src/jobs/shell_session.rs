@@ -94,19 +94,24 @@ fn single_quote(s: &str) -> String {
 /// end of the state pipe (bash's fallback, see the module doc).
 pub fn wrap(command: &str, server_fd: i32) -> String {
     // Builtins only, each through `command` so a function of the same name
-    // cannot replace it; `set +ex` so the user's `-x` does not trace us and
-    // `-e` does not cut the epilogue short; stderr silenced for the same.
-    let epilogue = format!(
-        "{{ set +ex; }} 2>/dev/null; \
-         if [ -z \"${{mcp_exec_done-}}\" ]; then mcp_exec_done=1; \
-         {{ command true; }} 2>/dev/null >&{fd} || {{ command exec {fd}>/proc/$PPID/fd/{server_fd}; }} 2>/dev/null; \
-         {{ command printf 'MCPX\\0'; command pwd; command printf '\\0'; command export -p; command printf '\\0MCPX-END\\n'; }} 2>/dev/null >&{fd}; \
-         fi",
+    // cannot replace it. Written once (`mcp_exec_done`): inline after the
+    // command, else from the EXIT trap. `set +ex` so the user's `-x` does
+    // not trace it and `-e` does not cut it short. `[ -e /proc/self/fd/9 ]`
+    // costs one `stat`, where probing with a redirection would cost an
+    // `open` of /dev/null and four `dup`s per job.
+    let report = format!(
+        "mcp_exec_done=1; \
+         [ -e /proc/self/fd/{fd} ] || {{ command exec {fd}>/proc/$PPID/fd/{server_fd}; }} 2>/dev/null; \
+         {{ command printf 'MCPX\\0'; command pwd; command printf '\\0'; command export -p; command printf '\\0MCPX-END\\n'; }} >&{fd}",
         fd = STATE_FD
     );
+    let trap =
+        format!("if [ -z \"${{mcp_exec_done-}}\" ]; then {{ set +ex; }} 2>/dev/null; {report}; fi");
     format!(
-        "trap {trap} 0\n{{ eval {cmd}\n}} {fd}>&-\n{{ mcp_exec_rc=$?; }} 2>/dev/null; {epilogue}\nexit $mcp_exec_rc\n",
-        trap = single_quote(&epilogue),
+        "trap {trap} 0\n{{ eval {cmd}\n}} {fd}>&-\n\
+         {{ mcp_exec_rc=$?; set +ex; }} 2>/dev/null; if [ -z \"${{mcp_exec_done-}}\" ]; then {report}; fi\n\
+         exit $mcp_exec_rc\n",
+        trap = single_quote(&trap),
         cmd = single_quote(command),
         fd = STATE_FD,
     )
