@@ -387,6 +387,50 @@ fn shell_sessions_lists_shows_names_only_resets_and_closes(t: Target) {
     assert!(e.contains("\"action\" must be one of"), "{e}");
 }
 
+fn a_sessions_cwd_goes_through_the_cwd_policy_when_its_next_job_starts(t: Target) {
+    let mut s = started(
+        t,
+        "/bin/sh",
+        &[
+            ("MCP_EXEC_ALLOWED_CWDS", "/tmp"),
+            ("MCP_EXEC_DEFAULT_CWD", "/tmp"),
+        ],
+    );
+    run(
+        &mut s,
+        "p",
+        "mkdir -p /tmp/sessions-policy && cd /tmp/sessions-policy",
+    );
+    assert_eq!(out(&mut s, "p", "pwd; cd /"), "/tmp/sessions-policy\n");
+    let r = run(&mut s, "p", "pwd");
+    assert_eq!(r["state"], json!("error"), "{r}");
+    let why = r["start_error"].as_str().unwrap_or_default();
+    assert!(why.contains("outside the allowed directories"), "{r}");
+    // Its own cwd still works, and a reset session starts at the default.
+    let r = s.call(
+        "execute",
+        json!({"command": "pwd", "shell_session": "p", "cwd": "/tmp"}),
+    );
+    assert_eq!(r["stdout"]["data"], json!("/tmp\n"), "{r}");
+    s.call("shell_sessions", json!({"action": "reset", "session": "p"}));
+    assert_eq!(out(&mut s, "p", "pwd"), "/tmp\n");
+}
+
+fn an_idle_session_expires(t: Target) {
+    let mut s = started(t, "/bin/sh", &[("MCP_EXEC_SHELL_SESSION_IDLE", "0.5")]);
+    run(&mut s, "idle", "cd /tmp");
+    let listed =
+        |s: &mut Server| s.call("shell_sessions", json!({"action": "list"}))["sessions"].clone();
+    assert_eq!(listed(&mut s)[0]["session"], json!("idle"));
+    let gone = wait_for(TIMEOUT, || listed(&mut s) == json!([]));
+    assert!(gone, "the idle session is still listed");
+    let e = s.call_err(
+        "shell_sessions",
+        json!({"action": "show", "session": "idle"}),
+    );
+    assert_eq!(e, "shell session \"idle\" does not exist");
+}
+
 fn a_bad_session_name_is_refused(t: Target) {
     let mut s = started(t, "/bin/sh", &[]);
     for bad in ["", "a b", "x/y", &"n".repeat(65)] {
@@ -480,6 +524,8 @@ crate::parity!(
     an_argv_job_runs_in_the_session_but_leaves_it_unchanged,
     no_descendant_of_a_session_job_holds_the_state_descriptor,
     shell_sessions_lists_shows_names_only_resets_and_closes,
+    a_sessions_cwd_goes_through_the_cwd_policy_when_its_next_job_starts,
+    an_idle_session_expires,
     a_bad_session_name_is_refused,
     a_2024_11_05_session_ignores_shell_session_and_lists_no_shell_sessions_tool,
 );
