@@ -100,6 +100,13 @@ fn exit_n_and_exit_inside_a_function_still_carry_cd_in_every_shell(t: Target) {
         let r = run(&mut s, "e", "f() { cd /; exit 4; }; f");
         assert_eq!(r["exit_code"], json!(4), "{shell}: {r}");
         assert_eq!(out(&mut s, "e", "pwd"), "/\n", "{shell}");
+        // A user's IFS does not split the epilogue's own expansions.
+        let r = run(&mut s, "e", "cd /tmp; IFS=0; f() { exit 10; }; f");
+        assert_eq!(r["exit_code"], json!(10), "{shell}: {r}");
+        assert_eq!(out(&mut s, "e", "pwd"), "/tmp\n", "{shell}");
+        let r = run(&mut s, "e", "cd /; IFS=0; false; (exit 10)");
+        assert_eq!(r["exit_code"], json!(10), "{shell}: {r}");
+        assert_eq!(out(&mut s, "e", "pwd"), "/\n", "{shell}");
     }
 }
 

@@ -96,12 +96,13 @@ pub fn wrap(command: &str, server_fd: i32) -> String {
     // Builtins only, each through `command` so a function of the same name
     // cannot replace it. Written once (`mcp_exec_done`): inline after the
     // command, else from the EXIT trap. `set +ex` so the user's `-x` does
-    // not trace it and `-e` does not cut it short. `[ -e /proc/self/fd/9 ]`
+    // not trace it and `-e` does not cut it short; expansions quoted, so a
+    // user's `IFS` cannot split them. `[ -e /proc/self/fd/9 ]`
     // costs one `stat`, where probing with a redirection would cost an
     // `open` of /dev/null and four `dup`s per job.
     let report = format!(
         "mcp_exec_done=1; \
-         [ -e /proc/self/fd/{fd} ] || {{ command exec {fd}>/proc/$PPID/fd/{server_fd}; }} 2>/dev/null; \
+         [ -e /proc/self/fd/{fd} ] || {{ command exec {fd}>\"/proc/$PPID/fd/{server_fd}\"; }} 2>/dev/null; \
          {{ command printf 'MCPX\\0'; command pwd; command printf '\\0'; command export -p; command printf '\\0MCPX-END\\n'; }} >&{fd}",
         fd = STATE_FD
     );
@@ -110,7 +111,7 @@ pub fn wrap(command: &str, server_fd: i32) -> String {
     format!(
         "trap {trap} 0\n{{ eval {cmd}\n}} {fd}>&-\n\
          {{ mcp_exec_rc=$?; set +ex; }} 2>/dev/null; if [ -z \"${{mcp_exec_done-}}\" ]; then {report}; fi\n\
-         exit $mcp_exec_rc\n",
+         exit \"$mcp_exec_rc\"\n",
         trap = single_quote(&trap),
         cmd = single_quote(command),
         fd = STATE_FD,
