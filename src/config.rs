@@ -41,6 +41,9 @@ pub struct Config {
     pub breaker_failures: u32,
     /// `MCP_EXEC_BREAKER_COOLDOWN`: how long an open breaker refuses jobs.
     pub breaker_cooldown: Duration,
+    /// `MCP_EXEC_SHELL_SESSION_IDLE`: how long a shell session lives after
+    /// its last job (SPEC §17).
+    pub shell_session_idle: Duration,
     /// `MCP_EXEC_ALLOWED_CWDS`, raw.
     pub allowed_cwds: Option<String>,
     /// `MCP_EXEC_DEFAULT_CWD`, raw.
@@ -113,6 +116,7 @@ impl Default for Config {
             max_output_bytes_limit: 64 << 20,
             breaker_failures: 20,
             breaker_cooldown: Duration::from_secs(10),
+            shell_session_idle: Duration::from_secs(3600),
             allowed_cwds: None,
             default_cwd: None,
             redact: None,
@@ -132,7 +136,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 27] = [
+pub const VARIABLES: [(&str, &str, &str); 28] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -203,6 +207,11 @@ pub const VARIABLES: [(&str, &str, &str); 27] = [
         "MCP_EXEC_BREAKER_COOLDOWN",
         "10",
         "seconds an open breaker refuses new jobs",
+    ),
+    (
+        "MCP_EXEC_SHELL_SESSION_IDLE",
+        "3600",
+        "seconds a shell session lives after its last job",
     ),
     (
         "MCP_EXEC_ALLOWED_CWDS",
@@ -351,6 +360,9 @@ impl Config {
         let mut cooldown = Some(c.breaker_cooldown);
         optional("MCP_EXEC_BREAKER_COOLDOWN", &mut cooldown);
         c.breaker_cooldown = cooldown.unwrap_or(Duration::ZERO);
+        let mut idle = Some(c.shell_session_idle);
+        optional("MCP_EXEC_SHELL_SESSION_IDLE", &mut idle);
+        c.shell_session_idle = idle.unwrap_or(Duration::ZERO);
         let raw = |name: &str| get(name).filter(|v| !v.is_empty());
         c.allowed_cwds = raw("MCP_EXEC_ALLOWED_CWDS");
         c.default_cwd = raw("MCP_EXEC_DEFAULT_CWD");

@@ -183,6 +183,7 @@ fn run(
             max_queued: config.max_queued,
             breaker_failures: config.breaker_failures,
             breaker_cooldown: config.breaker_cooldown,
+            shell_session_idle: config.shell_session_idle,
         };
         let app = Arc::new(tools::App {
             jobs: jobs::Jobs::new(init, &settings),
@@ -190,6 +191,19 @@ fn run(
             redact: policies.redact,
             config,
         });
+        // A shell session's cwd goes through the cwd policy when a job of
+        // it starts (SPEC §12.5, §17). Weak: the job service is part of App.
+        let weak = Arc::downgrade(&app);
+        app.jobs.set_cwd_resolver(Box::new(move |path| {
+            let Some(app) = weak.upgrade() else {
+                return Ok(init::Cwd::Path(path.to_path_buf()));
+            };
+            app.cwd
+                .resolve(Some(&path.to_string_lossy()))
+                .map_err(|r| match r {
+                    policy::cwd::Refusal::Outside(why) | policy::cwd::Refusal::Unusable(why) => why,
+                })
+        }));
         let reason = server::run(app, events, policies.listeners, main).await?;
         tracing::info!(?reason, "mcp-exec exiting");
         Ok(match reason {

@@ -64,3 +64,6 @@ mod files;
 
 /// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
 mod kube;
+
+/// Shell sessions (SPEC §17): what carries between jobs and what does not, lanes, the tool.
+mod sessions;

@@ -71,7 +71,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 18] = [
+const SCENARIOS: [&str; 19] = [
     "size",
     "startup",
     "rtt",
@@ -90,6 +90,7 @@ const SCENARIOS: [&str; 18] = [
     "http_sessions",
     "http_files",
     "stdio_files",
+    "session_rtt",
 ];
 
 struct Options {
@@ -243,6 +244,25 @@ fn run(o: &Options) -> Result<(), Error> {
                 "spawn+wait of sh -c true (Rust loop)",
             )
             .with_ratio_targets("median ≤ 1.3×, p99 ≤ 3× baseline", 1.3, 3.0),
+        );
+    }
+    if o.wants("session_rtt") {
+        eprintln!(
+            "bench: session_rtt ({} × execute `true` without and with a shell session, interleaved)",
+            plan.rtt
+        );
+        let mut part_two = client::Server::spawn(&binary)?;
+        part_two.initialize(bounded::part_two(&o.protocol), Duration::from_secs(30))?;
+        let s = scenarios::session_rtt(&mut part_two, plan.rtt)?;
+        figures.push(
+            Figure::latency_vs(
+                "session_rtt",
+                "session rtt: blocking execute of `true` in a shell session",
+                &s.server,
+                &s.baseline,
+                "the same execute without a session (same server, interleaved)",
+            )
+            .with_ratio_target("median ≤ 1.2× without a session", 1.2),
         );
     }
     if o.wants("rtt_spawn") {

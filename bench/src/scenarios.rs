@@ -184,6 +184,27 @@ pub fn rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
     Ok(out)
 }
 
+/// Blocking `execute` of `true` in a shell session (SPEC §17: the wrapped
+/// command, its epilogue, the state pipe and its parsing) against the same
+/// without one, interleaved in one server. A server without sessions
+/// ignores `shell_session`, so against one the ratio is about 1.
+pub fn session_rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
+    let mut out = Paired::default();
+    for _ in 0..runs {
+        let (plain, result) = server.tool("execute", json!({"command": "true"}), CALL_TIMEOUT)?;
+        expect_state(&result, "success", "session_rtt")?;
+        out.baseline.push_ms(plain);
+        let (took, result) = server.tool(
+            "execute",
+            json!({"command": "true", "shell_session": "bench"}),
+            CALL_TIMEOUT,
+        )?;
+        expect_state(&result, "success", "session_rtt")?;
+        out.server.push_ms(took);
+    }
+    Ok(out)
+}
+
 /// What the posix_spawn comparison measured (ms).
 #[derive(Debug, Default)]
 pub struct SpawnRtt {

@@ -67,7 +67,7 @@ pub use procinfo::Survivor;
 pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
-pub use spawn::{Cwd, MainCommand, Program, SpawnError, SpawnSpec, Spawned, errno_text};
+pub use spawn::{Cwd, Extras, MainCommand, Program, SpawnError, SpawnSpec, Spawned, errno_text};
 
 /// Returns free heap memory to the kernel; call when the application goes
 /// idle (glibc otherwise keeps freed memory of every arena).

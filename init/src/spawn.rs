@@ -28,7 +28,7 @@
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,6 +132,19 @@ impl SpawnSpec {
             env: Vec::new(),
         }
     }
+}
+
+/// What a job may get beyond its [`SpawnSpec`] (see [`Init::spawn_with`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// A descriptor the child gets at this number, inherited (the one
+    /// exception to "no other descriptor": a shell session's state pipe,
+    /// SPEC §17). Whoever passes it makes sure the child's own children do
+    /// not keep it.
+    pub fd: Option<(BorrowedFd<'a>, i32)>,
+    /// `SpawnSpec::env` is the whole environment: the server's is not
+    /// layered under it.
+    pub complete_env: bool,
 }
 
 /// A started child.
@@ -308,6 +321,11 @@ impl Init {
     /// cannot reap the child before its status has somewhere to go (the
     /// reaper's module doc explains the race this closes).
     pub fn spawn(&self, spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
+        self.spawn_with(spec, Extras::default())
+    }
+
+    /// [`Init::spawn`] with [`Extras`].
+    pub fn spawn_with(&self, spec: &SpawnSpec, extras: Extras<'_>) -> Result<Spawned, SpawnError> {
         let argv: Vec<OsString> = match &spec.program {
             Program::Shell(command) => {
                 let shell = std::env::var_os("SHELL")
@@ -319,7 +337,11 @@ impl Init {
         };
         let (program_name, program, argv) = c_argv(&argv)?;
         let entries = override_entries(&spec.env)?;
-        let envp = environment(&spec.env, &entries);
+        let envp = if extras.complete_env {
+            entries.iter().map(CString::as_c_str).collect()
+        } else {
+            environment(&spec.env, &entries)
+        };
         let path_cwd;
         let cwd = match &spec.cwd {
             Cwd::Inherit => crate::sys::Chdir::Inherit,
@@ -356,6 +378,7 @@ impl Init {
             envp: &envp,
             cwd,
             stdio: Some([stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()]),
+            extra_fd: extras.fd,
             foreground: None,
             sigmask: &origin.mask,
             sigdefault: &origin.sigdefault,
@@ -427,6 +450,7 @@ impl Init {
             envp: &envp,
             cwd: crate::sys::Chdir::Inherit,
             stdio: None,
+            extra_fd: None,
             foreground,
             sigmask: &origin.mask,
             sigdefault: &origin.sigdefault,

@@ -136,6 +136,9 @@ pub(crate) struct SpawnArgs<'a> {
     /// Descriptors that become the child's 0, 1 and 2; `None`: it
     /// inherits ours (init mode's main command).
     pub(crate) stdio: Option<[BorrowedFd<'a>; 3]>,
+    /// One more descriptor placed at a fixed number in the child, after
+    /// `stdio` (a job's shell-session state pipe, SPEC §17).
+    pub(crate) extra_fd: Option<(BorrowedFd<'a>, i32)>,
     /// A terminal whose foreground process group becomes the child's new
     /// group (`addtcsetpgrp_np`, glibc 2.35), as tini does for its child.
     pub(crate) foreground: Option<BorrowedFd<'a>>,
@@ -261,6 +264,13 @@ pub(crate) fn posix_spawnp(args: &SpawnArgs<'_>) -> io::Result<i32> {
             }
         }
         for (fd, target) in args.stdio.iter().flatten().zip(0..) {
+            check(libc::posix_spawn_file_actions_adddup2(
+                fa,
+                fd.as_raw_fd(),
+                target,
+            ))?;
+        }
+        if let Some((fd, target)) = args.extra_fd {
             check(libc::posix_spawn_file_actions_adddup2(
                 fa,
                 fd.as_raw_fd(),

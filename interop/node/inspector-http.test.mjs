@@ -41,7 +41,7 @@ for (const token of ['interop-token-3f9c', null]) {
       const { tools } = await inspect(server, '--method', 'tools/list');
       assert.deepEqual(
         tools.map((t) => t.name),
-        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download'],
+        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
       );
       assert.ok(tools.every((t) => t.outputSchema && t.annotations));
     });

@@ -24,7 +24,7 @@ test('inspector --method tools/list lists the nine tools', async () => {
   const { tools } = await inspect('--method', 'tools/list');
   assert.deepEqual(
     tools.map((t) => t.name),
-    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download'],
+    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
   );
   assert.ok(tools.every((t) => t.outputSchema && t.annotations));
 });

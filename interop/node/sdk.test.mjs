@@ -68,7 +68,7 @@ test('tools/list gives nine tools with titles, annotations and output schemas', 
   const { tools } = await client.listTools();
   assert.deepEqual(
     tools.map((t) => t.name),
-    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download'],
+    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
   );
   for (const tool of tools) {
     assert.ok(tool.title, tool.name);

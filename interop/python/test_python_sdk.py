@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 NEGOTIATED = "2025-11-25"
 
 READ_ONLY = {"wait", "status", "output", "list_jobs", "download"}
-DESTRUCTIVE = {"execute", "input", "kill", "upload"}
+DESTRUCTIVE = {"execute", "input", "kill", "upload", "shell_sessions"}
 
 
 def payload(result: types.CallToolResult) -> dict:
@@ -89,7 +89,7 @@ async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
 async def test_list_tools_gives_titles_annotations_and_output_schemas(client: Client) -> None:
     listed = await client.list_tools()
     names = [t.name for t in listed.tools]
-    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download"]
+    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions"]
     for tool in listed.tools:
         assert tool.title, tool.name
         assert tool.input_schema["type"] == "object"

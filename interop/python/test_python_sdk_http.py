@@ -27,7 +27,7 @@ from conftest import HttpServer, http_server
 pytestmark = pytest.mark.anyio
 
 NEGOTIATED = "2025-11-25"
-TOOLS = ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download"]
+TOOLS = ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions"]
 
 
 @dataclass

@@ -16,10 +16,13 @@
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
+//! - [`shell_session`]: shell sessions, their state and the epilogue that
+//!   reports it (SPEC §17).
 
 pub mod breaker;
 pub mod result;
 pub mod runner;
+pub mod shell_session;
 pub mod state;
 pub mod table;
 
@@ -32,7 +35,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
 use crate::capture::CapturePolicy;
-pub use state::{Cause, JobId, JobState, Outcome, Pending, Stream};
+pub use state::{Cause, JobId, JobState, Outcome, Pending, SessionUse, Stream};
 pub use table::{Claim, Job, JobTable, QueueFull, StdinSlot, WaitEntry};
 
 /// How long to wait for SIGKILL to take effect after a grace.
@@ -51,7 +54,13 @@ pub struct Settings {
     pub breaker_failures: u32,
     /// How long an open breaker refuses jobs.
     pub breaker_cooldown: Duration,
+    /// How long a shell session lives after its last job (SPEC §17).
+    pub shell_session_idle: Duration,
 }
+
+/// Resolves a shell session's working directory under the cwd policy
+/// (SPEC §12.5) when a job of it starts; the error is its start error.
+pub type CwdResolver = Box<dyn Fn(&std::path::Path) -> Result<init::Cwd, String> + Send + Sync>;
 
 /// The job service: cheap to share, one per server.
 pub struct Jobs {
@@ -64,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) init: Init,
     pub(crate) grace: Duration,
     breaker: breaker::Breaker,
+    pub(crate) sessions: shell_session::Sessions,
+    resolve_cwd: std::sync::OnceLock<CwdResolver>,
 }
 
 /// What a job asks for.
@@ -131,6 +142,8 @@ impl Jobs {
                     settings.breaker_failures,
                     settings.breaker_cooldown,
                 ),
+                sessions: shell_session::Sessions::new(settings.shell_session_idle),
+                resolve_cwd: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -138,6 +151,19 @@ impl Jobs {
     /// The table (lookups, claims, listing).
     pub fn table(&self) -> &JobTable {
         &self.shared.table
+    }
+
+    /// The shell sessions (SPEC §17), after dropping the expired ones.
+    pub fn sessions(&self) -> &shell_session::Sessions {
+        let table = &self.shared.table;
+        self.shared.sessions.expire(|name| table.session_busy(name));
+        &self.shared.sessions
+    }
+
+    /// Sets how a shell session's working directory is checked when a job
+    /// of it starts (once, at start-up; without it the path is used as is).
+    pub fn set_cwd_resolver(&self, resolve: CwdResolver) {
+        let _ = self.shared.resolve_cwd.set(resolve);
     }
 
     /// Whether the circuit breaker refuses new jobs now (SPEC §12.7).
@@ -163,6 +189,7 @@ impl Jobs {
         let id = table.next_id();
         let mut job = Job::queued(id, req.pending, req.capture, req.label, req.window);
         job.owned_by_stream = req.owned_by_stream;
+        job.shell_session = job_session(&job);
         let admitted = table.submit(job)?;
         let mut mine = None;
         for a in admitted {
@@ -201,6 +228,7 @@ impl Jobs {
                 close_stdin: false,
                 timeout: None,
                 idle_timeout: None,
+                session: None,
             },
             capture,
             label,
@@ -286,22 +314,85 @@ impl Shared {
     /// records why it could not start (and admits the next one).
     fn start(self: Arc<Self>, id: JobId, pending: Pending) -> Option<StdinSlot> {
         let Pending {
-            spec,
+            mut spec,
             timeout,
             idle_timeout,
+            session,
             ..
         } = pending;
+        let mut complete_env = false;
+        let mut state_pipe = None;
+        let mut session_run = None;
+        if let Some(session) = session {
+            let snap = self.sessions.snapshot(&session.name, &session.owner);
+            let mut cwd_error = None;
+            if !session.own_cwd
+                && let Some(cwd) = snap.cwd
+            {
+                match self.resolve_cwd.get() {
+                    Some(resolve) => match resolve(&cwd) {
+                        Ok(c) => spec.cwd = c,
+                        Err(e) => cwd_error = Some(e),
+                    },
+                    None => spec.cwd = init::Cwd::Path(cwd),
+                }
+            }
+            if let Some(mut env) = snap.env {
+                env.append(&mut spec.env);
+                spec.env = env;
+                complete_env = true;
+            }
+            if let init::Program::Shell(command) = &spec.program {
+                match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) {
+                    Ok((read, write)) => {
+                        use std::os::fd::AsRawFd;
+                        spec.program =
+                            init::Program::Shell(shell_session::wrap(command, read.as_raw_fd()));
+                        state_pipe = Some((read, write));
+                    }
+                    Err(e) => cwd_error = Some(format!("creating pipes: {e}")),
+                }
+            }
+            if let Some(error) = cwd_error {
+                self.sessions.finish(&session.name, snap.generation, None);
+                tracing::info!(job = %id, %error, "job failed to start");
+                crate::metrics::job_finished("start_error");
+                self.table.start_failed(id, error);
+                self.admit_next();
+                return None;
+            }
+            session_run = Some(runner::SessionRun {
+                name: session.name,
+                generation: snap.generation,
+                state: None,
+            });
+        }
         let spawned = match self.breaker.check() {
             Err(refusal) => {
                 crate::metrics::spawn_failed("breaker_open");
                 Err(refusal)
             }
-            Ok(()) => self.init.spawn(&spec).map_err(|e| {
-                self.breaker.failed(&e);
-                crate::metrics::spawn_failed("spawn_error");
-                e.to_string()
-            }),
+            Ok(()) => {
+                use std::os::fd::AsFd;
+                let extras = init::Extras {
+                    fd: state_pipe
+                        .as_ref()
+                        .map(|(_, w)| (w.as_fd(), shell_session::STATE_FD)),
+                    complete_env,
+                };
+                self.init.spawn_with(&spec, extras).map_err(|e| {
+                    self.breaker.failed(&e);
+                    crate::metrics::spawn_failed("spawn_error");
+                    e.to_string()
+                })
+            }
         };
+        // The child has its copy of the write end; ours must go, or the
+        // state pipe would never reach EOF.
+        let state_read = state_pipe.map(|(read, _write)| read);
+        if let (Some(run), Some(read)) = (session_run.as_mut(), state_read) {
+            run.state = pipe::Receiver::from_owned_fd(read).ok();
+        }
         let spawned = match spawned {
             Ok(s) => {
                 self.breaker.succeeded();
@@ -311,6 +402,9 @@ impl Shared {
                 s
             }
             Err(error) => {
+                if let Some(run) = &session_run {
+                    self.sessions.finish(&run.name, run.generation, None);
+                }
                 tracing::info!(job = %id, %error, "job failed to start");
                 crate::metrics::job_finished("start_error");
                 self.table.start_failed(id, error);
@@ -356,7 +450,15 @@ impl Shared {
             deadline: timeout.map(|t| Instant::now() + t),
             idle: idle_timeout,
         };
-        tokio::spawn(runner::run(Arc::clone(&self), id, pid, io, removed, limits));
+        tokio::spawn(runner::run(
+            Arc::clone(&self),
+            id,
+            pid,
+            io,
+            removed,
+            limits,
+            session_run,
+        ));
         tracing::debug!(job = %id, pid = pid.0, "job started");
         Some(slot)
     }
@@ -410,6 +512,14 @@ impl Shared {
                 tracing::warn!(job = %id, error = %e, "ending a job at its deadline");
             }
         });
+    }
+}
+
+/// The shell session a job belongs to, from its pending start.
+fn job_session(job: &Job) -> Option<String> {
+    match &job.state {
+        JobState::Queued(Some(p)) => p.session.as_ref().map(|s| s.name.clone()),
+        _ => None,
     }
 }
 

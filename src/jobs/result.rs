@@ -44,7 +44,7 @@ pub struct Status {
     pub job_id: JobId,
     /// `queued`, `running`, `success` or `error`.
     pub state: &'static str,
-    /// Why a queued job waits (`capacity`).
+    /// Why a queued job waits (`capacity`, `shell_session`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queued_for: Option<&'static str>,
     /// The job's label.
@@ -115,11 +115,22 @@ impl Status {
             job.label.as_deref(),
             revision,
         )
+        .waiting_for_session(job.waits_for_session)
+    }
+
+    /// `queued_for: "shell_session"` for a job queued behind an earlier job
+    /// of its shell session (SPEC §17).
+    fn waiting_for_session(mut self, waits: bool) -> Status {
+        if waits && self.queued_for.is_some() {
+            self.queued_for = Some("shell_session");
+        }
+        self
     }
 
     /// The status of a listed job.
     pub fn listed(l: &Listed, revision: Revision) -> Status {
         Status::new(l.id, &l.phase, None, l.label.as_deref(), revision)
+            .waiting_for_session(l.waits_for_session)
     }
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 use init::Pid;
 use tokio::time::Instant;
 
-use super::{Cause, JobId, JobTable, Outcome, Shared, Stream, sleep_until_opt};
+use super::{Cause, JobId, JobTable, Outcome, Shared, Stream, shell_session, sleep_until_opt};
 
 /// Read size. One buffer per runtime thread, not per job: reads are
 /// synchronous (`try_read` between awaits), so a thread-local is never
@@ -142,6 +142,65 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
     });
 }
 
+/// A shell-session job's state pipe and where its state goes (SPEC §17).
+#[derive(Debug)]
+pub struct SessionRun {
+    /// The session.
+    pub name: String,
+    /// The session's generation when the job started.
+    pub generation: u64,
+    /// The read end of the state pipe (`None` for an `argv` job, which
+    /// leaves the session unchanged).
+    pub state: Option<pipe::Receiver>,
+}
+
+/// What a session job's shell reported so far, bounded by
+/// [`shell_session::MAX_STATE_BYTES`] (past it, nothing is adopted).
+#[derive(Default)]
+struct StateBuf {
+    bytes: Vec<u8>,
+    overflow: bool,
+}
+
+impl StateBuf {
+    fn push(&mut self, chunk: &[u8]) {
+        if self.bytes.len() + chunk.len() > shell_session::MAX_STATE_BYTES {
+            self.overflow = true;
+            self.bytes = Vec::new();
+        } else if !self.overflow {
+            self.bytes.extend_from_slice(chunk);
+        }
+    }
+
+    /// Reads what is available; `false` at EOF or on an error.
+    fn read(&mut self, rx: &pipe::Receiver) -> bool {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match rx.try_read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => self.push(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Reads the bytes in the pipe right now (the shell has exited: all it
+    /// wrote is there).
+    fn drain_present(&mut self, rx: &pipe::Receiver) {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match rustix::io::read(rx.as_fd(), &mut chunk) {
+                Ok(0) => return,
+                Ok(n) => self.push(&chunk[..n]),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
 /// The deadlines a runner enforces (SPEC §12.1, §12.9).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -156,6 +215,12 @@ pub struct Limits {
 /// runs: at either one the job is marked with its cause and its group is
 /// ended (TERM, grace, KILL) in a task of its own, while this one keeps
 /// reading until the child is reaped.
+///
+/// A shell-session job's state pipe is read alongside (so a large
+/// environment cannot block the shell's epilogue on a full pipe); when the
+/// shell exits on its own — not signalled, not ended at a deadline — and
+/// the state arrived intact, the session adopts it *before* the job is
+/// marked terminal, so the session's next job starts with it.
 pub(crate) async fn run(
     shared: Arc<Shared>,
     id: JobId,
@@ -163,6 +228,7 @@ pub(crate) async fn run(
     io: Io,
     removed: CancellationToken,
     limits: Limits,
+    mut session: Option<SessionRun>,
 ) {
     let Io {
         stdout,
@@ -176,6 +242,8 @@ pub(crate) async fn run(
     let mut expired = false;
     let mut last_output = Instant::now();
     let started = last_output;
+    let mut state_rx = session.as_mut().and_then(|s| s.state.take());
+    let mut state = StateBuf::default();
     loop {
         let idle_deadline = limits.idle.map(|idle| last_output + idle);
         tokio::select! {
@@ -195,6 +263,20 @@ pub(crate) async fn run(
                         Outcome::Lost
                     }
                 };
+                if let Some(run) = session.take() {
+                    if let Some(rx) = state_rx.take() {
+                        state.drain_present(&rx);
+                    }
+                    let on_its_own = matches!(end, Outcome::Exited(_))
+                        && !expired
+                        && table.with(id, |j| j.cause.is_none()).unwrap_or(false);
+                    let adopted = (on_its_own && !state.overflow)
+                        .then(|| shell_session::parse_state(&state.bytes))
+                        .flatten();
+                    tracing::debug!(job = %id, session = %run.name, adopted = adopted.is_some(), "session job ended");
+                    shared.sessions.finish(&run.name, run.generation, adopted);
+                    state = StateBuf::default();
+                }
                 if table.set_terminal(id, end) {
                     shared.admit_next();
                 }
@@ -218,6 +300,12 @@ pub(crate) async fn run(
                 last_output = Instant::now();
                 if !on_readable(table, id, Stream::Stdout, &mut out, ready) {
                     return;
+                }
+            }
+            ready = readable(state_rx.as_ref()), if state_rx.is_some() => {
+                let open = ready.is_ok() && state_rx.as_ref().is_some_and(|rx| state.read(rx));
+                if !open {
+                    state_rx = None;
                 }
             }
             ready = readable(err.as_ref()), if err.is_some() => {

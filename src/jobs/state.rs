@@ -58,6 +58,19 @@ pub struct Pending {
     pub timeout: Option<std::time::Duration>,
     /// End it when it writes nothing for this long (SPEC §12.9).
     pub idle_timeout: Option<std::time::Duration>,
+    /// The shell session it runs in (SPEC §17).
+    pub session: Option<SessionUse>,
+}
+
+/// How a job uses its shell session.
+#[derive(Debug, Clone)]
+pub struct SessionUse {
+    /// The session's name.
+    pub name: String,
+    /// Its owner (the job's `user`; `None`: the server's).
+    pub owner: super::shell_session::Owner,
+    /// The job gave its own `cwd`, which wins over the session's.
+    pub own_cwd: bool,
 }
 
 /// How a started job's direct child is doing.

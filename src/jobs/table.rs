@@ -26,8 +26,15 @@
 //!   counts them. `running` counts jobs admitted and not yet terminal (the
 //!   spawn in progress included); it drops exactly once per job, when the job
 //!   becomes terminal or leaves the table while still running.
+//! - **Shell-session lanes** (SPEC §17): of the jobs of one shell session,
+//!   only the oldest not yet terminal (the lane's `current`) is in the
+//!   capacity FIFO or running; the later ones wait in the lane, outside the
+//!   FIFO, so a session never holds up other jobs. When `current` becomes
+//!   terminal or leaves the table, the next one moves to the back of the
+//!   FIFO in the same critical section. The runner adopts a job's session
+//!   state *before* marking it terminal, so the next job starts with it.
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use init::Pid;
@@ -71,6 +78,11 @@ pub struct Job {
     /// its result: `wait` refuses it, `kill` signals it but never claims it.
     /// Set at submission, never changed.
     pub owned_by_stream: bool,
+    /// The shell session it belongs to (SPEC §17). Set at submission.
+    pub shell_session: Option<String>,
+    /// Queued behind an earlier job of its shell session (not yet in the
+    /// capacity FIFO).
+    pub waits_for_session: bool,
 }
 
 impl Job {
@@ -95,6 +107,8 @@ impl Job {
             stdin: StdinSlot::default(),
             removed: CancellationToken::new(),
             owned_by_stream: false,
+            shell_session: None,
+            waits_for_session: false,
         }
     }
 
@@ -133,6 +147,8 @@ pub struct Listed {
     pub phase: Phase,
     /// Its label.
     pub label: Option<String>,
+    /// Queued behind an earlier job of its shell session.
+    pub waits_for_session: bool,
 }
 
 /// The queue is full: `(running, queued)`.
@@ -149,6 +165,57 @@ struct Inner {
     jobs: BTreeMap<JobId, Job>,
     queue: VecDeque<JobId>,
     running: usize,
+    /// The serial lane of every shell session with a job not yet terminal.
+    lanes: HashMap<String, Lane>,
+    /// Jobs waiting in lanes (counted against `max_queued`).
+    lane_waiting: usize,
+}
+
+/// A shell session's jobs not yet terminal.
+#[derive(Debug, Default)]
+struct Lane {
+    /// The one job of the session that may run (queued in the FIFO or
+    /// running).
+    current: Option<JobId>,
+    /// The later ones, in order.
+    waiting: VecDeque<JobId>,
+}
+
+impl Inner {
+    /// Job `id` no longer holds its session's lane (it is terminal or gone):
+    /// the lane's next job moves to the back of the FIFO.
+    fn release_lane(&mut self, id: JobId, session: Option<&str>) {
+        let Some(name) = session else { return };
+        let Some(lane) = self.lanes.get_mut(name) else {
+            return;
+        };
+        if lane.current == Some(id) {
+            lane.current = None;
+            while let Some(next) = lane.waiting.pop_front() {
+                self.lane_waiting = self.lane_waiting.saturating_sub(1);
+                if let Some(job) = self.jobs.get_mut(&next)
+                    && job.waits_for_session
+                {
+                    job.waits_for_session = false;
+                    lane.current = Some(next);
+                    self.queue.push_back(next);
+                    break;
+                }
+            }
+        } else if let Some(pos) = lane.waiting.iter().position(|w| *w == id) {
+            lane.waiting.remove(pos);
+            self.lane_waiting = self.lane_waiting.saturating_sub(1);
+        }
+        if lane.current.is_none() && lane.waiting.is_empty() {
+            self.lanes.remove(name);
+        }
+    }
+
+    /// `release_lane` for a job still in the map.
+    fn release_lane_of(&mut self, id: JobId) {
+        let session = self.jobs.get(&id).and_then(|j| j.shell_session.clone());
+        self.release_lane(id, session.as_deref());
+    }
 }
 
 /// The job table.
@@ -170,6 +237,8 @@ impl JobTable {
                 jobs: BTreeMap::new(),
                 queue: VecDeque::new(),
                 running: 0,
+                lanes: HashMap::new(),
+                lane_waiting: 0,
             }),
             changed: Notify::new(),
             output: Notify::new(),
@@ -195,7 +264,12 @@ impl JobTable {
     /// How many jobs run and wait now.
     pub fn counts(&self) -> (usize, usize) {
         let inner = self.lock();
-        (inner.running, inner.queue.len())
+        (inner.running, inner.queue.len() + inner.lane_waiting)
+    }
+
+    /// Whether shell session `name` has a job that is not terminal yet.
+    pub fn session_busy(&self, name: &str) -> bool {
+        self.lock().lanes.contains_key(name)
     }
 
     /// Adds a queued job (see [`Job::queued`]) at the back of the queue and
@@ -206,18 +280,35 @@ impl JobTable {
         let id = job.id;
         let admitted = {
             let mut inner = self.lock();
-            let starts_now = inner.queue.is_empty() && inner.running < self.max_running;
-            if !starts_now && inner.queue.len() >= self.max_queued {
+            let behind = job
+                .shell_session
+                .as_ref()
+                .is_some_and(|s| inner.lanes.get(s).is_some_and(|l| l.current.is_some()));
+            let starts_now = !behind && inner.queue.is_empty() && inner.running < self.max_running;
+            let queued = inner.queue.len() + inner.lane_waiting;
+            if !starts_now && queued >= self.max_queued {
                 return Err(QueueFull {
                     running: inner.running,
-                    queued: inner.queue.len(),
+                    queued,
                 });
             }
             if !starts_now {
                 job.queued_at = Some(Instant::now());
             }
+            let session = job.shell_session.clone();
+            job.waits_for_session = behind;
             inner.jobs.insert(id, job);
-            inner.queue.push_back(id);
+            match session {
+                Some(name) if behind => {
+                    inner.lanes.entry(name).or_default().waiting.push_back(id);
+                    inner.lane_waiting += 1;
+                }
+                Some(name) => {
+                    inner.lanes.entry(name).or_default().current = Some(id);
+                    inner.queue.push_back(id);
+                }
+                None => inner.queue.push_back(id),
+            }
             self.admit_locked(&mut inner)
         };
         self.changed.notify_waiters();
@@ -289,6 +380,7 @@ impl JobTable {
             if let Some(job) = inner.jobs.get_mut(&id) {
                 job.state = JobState::NotStarted { error };
             }
+            inner.release_lane_of(id);
         }
         self.changed.notify_waiters();
     }
@@ -307,6 +399,7 @@ impl JobTable {
                 return None;
             }
             inner.queue.retain(|q| *q != id);
+            inner.release_lane_of(id);
             let mut job = inner.jobs.remove(&id)?;
             job.state = JobState::NotStarted {
                 error: "cancelled before start".into(),
@@ -332,6 +425,7 @@ impl JobTable {
                 return false;
             }
             inner.queue.retain(|q| *q != id);
+            inner.release_lane_of(id);
             if let Some(job) = inner.jobs.get_mut(&id) {
                 job.state = JobState::NotStarted {
                     error: "cancelled before start".into(),
@@ -420,6 +514,7 @@ impl JobTable {
             };
             if freed {
                 inner.running = inner.running.saturating_sub(1);
+                inner.release_lane_of(id);
             }
             freed
         };
@@ -467,6 +562,7 @@ impl JobTable {
                         id,
                         phase: e.get().phase(),
                         label: e.get().label.clone(),
+                        waits_for_session: e.get().waits_for_session,
                     }),
                     // Removed by an earlier occurrence in this same call.
                     Entry::Vacant(_) => out
@@ -477,6 +573,7 @@ impl JobTable {
                                     id,
                                     phase: j.phase(),
                                     label: j.label.clone(),
+                                    waits_for_session: false,
                                 }))
                             }
                             _ => None,
@@ -485,6 +582,7 @@ impl JobTable {
                             id,
                             phase: Phase::Running,
                             label: None,
+                            waits_for_session: false,
                         })),
                 };
                 out.push(entry);
@@ -513,6 +611,7 @@ impl JobTable {
                 id: j.id,
                 phase: j.phase(),
                 label: j.label.clone(),
+                waits_for_session: j.waits_for_session,
             })
             .collect()
     }
@@ -548,6 +647,9 @@ impl JobTable {
             let mut inner = self.lock();
             let job = inner.jobs.remove(&id);
             if let Some(job) = &job {
+                if !job.state.is_terminal() {
+                    inner.release_lane(id, job.shell_session.as_deref());
+                }
                 match job.state {
                     JobState::Queued(Some(_)) => inner.queue.retain(|q| *q != id),
                     JobState::Queued(None)
@@ -596,6 +698,7 @@ mod tests {
             close_stdin: false,
             timeout: None,
             idle_timeout: None,
+            session: None,
         }
     }
 
@@ -625,6 +728,49 @@ mod tests {
     }
 
     const DONE: Option<Outcome> = Some(Outcome::Exited(0));
+
+    /// Submits a job of shell session `session`.
+    fn submit_in(t: &JobTable, session: &str) -> (JobId, Vec<Admitted>) {
+        let id = t.next_id();
+        let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
+        job.shell_session = Some(session.to_owned());
+        (id, t.submit(job).unwrap())
+    }
+
+    #[test]
+    fn a_later_session_job_waits_outside_the_fifo_and_starts_when_the_earlier_ends() {
+        let t = JobTable::new(2, 100);
+        let (a, admitted) = submit_in(&t, "s");
+        assert_eq!(admitted.len(), 1);
+        assert!(t.started(a, Pid(100_001), None));
+        let (b, admitted) = submit_in(&t, "s");
+        assert!(admitted.is_empty());
+        assert!(t.with(b, |j| j.waits_for_session).unwrap());
+        // The free slot goes to a job outside the session at once.
+        let (c, admitted) = submit(&t);
+        assert_eq!(admitted.iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
+        assert!(t.session_busy("s"));
+        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert!(!t.with(b, |j| j.waits_for_session).unwrap());
+        assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [b]);
+        assert!(t.started(b, Pid(100_002), None));
+        assert!(t.set_terminal(b, Outcome::Exited(0)));
+        assert!(!t.session_busy("s"));
+    }
+
+    #[test]
+    fn cancelling_a_waiting_session_job_takes_it_out_of_its_lane() {
+        let t = JobTable::new(4, 100);
+        let (a, _) = submit_in(&t, "s");
+        assert!(t.started(a, Pid(100_001), None));
+        let (b, _) = submit_in(&t, "s");
+        let (c, _) = submit_in(&t, "s");
+        assert_eq!(t.counts(), (1, 2));
+        assert!(t.cancel_queued(b).is_some());
+        assert_eq!(t.counts(), (1, 1));
+        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
+    }
 
     #[test]
     fn a_terminal_job_is_claimed_once_and_then_unknown() {

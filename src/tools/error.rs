@@ -76,6 +76,9 @@ pub enum ToolError {
     /// The kernel refused a signal (`sending terminated to process group 7: …`).
     #[error("{0}")]
     SignalFailed(String),
+    /// `shell_sessions` on a session that does not exist (SPEC §17).
+    #[error("shell session \"{0}\" does not exist")]
+    UnknownSession(String),
 }
 
 impl ToolError {

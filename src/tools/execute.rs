@@ -73,7 +73,8 @@ fn input_schema(rev: Revision) -> Value {
             "yield_after": {"type": "number", "minimum": 0, "description": "Seconds after which a blocking call returns the still running job ({state:\"running\", yielded:true}; collect it with wait). 0 = never. Default MCP_EXEC_YIELD_AFTER (50)."},
             "label": {"type": "string", "maxLength": 200, "description": "Shown with the job in status, list_jobs and results."},
             "max_output_bytes": {"type": "integer", "minimum": 1, "description": "This job's retained window per stream (default MCP_EXEC_MAX_OUTPUT_BYTES)."},
-            "idle_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "End the job when it writes nothing for this many seconds (result cause:\"idle_timeout\")."}
+            "idle_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "End the job when it writes nothing for this many seconds (result cause:\"idle_timeout\")."},
+            "shell_session": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "Run in this shell session: start in its working directory with its exported variables (cwd/env still override), after its earlier jobs; a command that exits on its own hands its final cwd and exports to the next. Created by its first job; see shell_sessions."}
         });
         if let (Some(props), Value::Object(extra)) = (schema["properties"].as_object_mut(), extra) {
             props.extend(extra);
@@ -117,6 +118,8 @@ pub(crate) struct Request {
     pub(crate) label: Option<String>,
     pub(crate) max_output_bytes: usize,
     pub(crate) idle_timeout: Option<Duration>,
+    /// The shell session to run in (SPEC §17).
+    pub(crate) shell_session: Option<String>,
 }
 
 fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
@@ -210,6 +213,7 @@ pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Req
         label: None,
         max_output_bytes: config.max_output_bytes,
         idle_timeout: None,
+        shell_session: None,
     };
     if !part_two {
         // A 2024-11-05 session sees exactly Part I: its inputs are ignored.
@@ -222,6 +226,14 @@ pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Req
         req.yield_after = (y > 0.0).then(|| Duration::from_secs_f64(y.min(1e9)));
     }
     req.idle_timeout = positive_seconds(a, "idle_timeout")?;
+    if let Some(name) = args::opt_str(a, "shell_session")? {
+        if !crate::jobs::shell_session::valid_name(name) {
+            return Err(ToolError::invalid(
+                "\"shell_session\" must be 1-64 characters of A-Z a-z 0-9 . _ -",
+            ));
+        }
+        req.shell_session = Some(name.to_owned());
+    }
     if let Some(label) = args::opt_str(a, "label")? {
         if label.chars().count() > MAX_LABEL || label.chars().any(char::is_control) {
             return Err(ToolError::invalid(format!(
@@ -249,6 +261,28 @@ pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Req
     Ok(req)
 }
 
+impl Request {
+    /// Joins the request's shell session, if it names one (creating it),
+    /// as the job's user — for now always the server's own (`None`).
+    pub(crate) fn session_use(
+        &self,
+        jobs: &crate::jobs::Jobs,
+    ) -> Result<Option<crate::jobs::SessionUse>, ToolError> {
+        let Some(name) = &self.shell_session else {
+            return Ok(None);
+        };
+        let owner = None;
+        jobs.sessions()
+            .join(name, &owner)
+            .map_err(|e| ToolError::invalid(e.to_string()))?;
+        Ok(Some(crate::jobs::SessionUse {
+            name: name.clone(),
+            owner,
+            own_cwd: self.cwd.is_some(),
+        }))
+    }
+}
+
 fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(execute(call, a))
 }
@@ -265,6 +299,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
             return Ok(Payload::object(JobResult::delivered(&job, &call.view())));
         }
     };
+    let session = req.session_use(jobs)?;
     let submitted = jobs
         .submit(crate::jobs::Request {
             pending: Pending {
@@ -277,6 +312,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
                 close_stdin: req.close_stdin,
                 timeout: req.timeout,
                 idle_timeout: req.idle_timeout,
+                session,
             },
             capture: req.capture,
             label: req.label,

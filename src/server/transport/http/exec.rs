@@ -115,6 +115,10 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
             return stream(rx);
         }
     };
+    let session = match req.session_use(&app.jobs) {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
     let stdin_data = req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes);
     let submitted = app.jobs.submit(crate::jobs::Request {
         pending: Pending {
@@ -128,6 +132,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
             close_stdin: true,
             timeout: req.timeout,
             idle_timeout: req.idle_timeout,
+            session,
         },
         capture: req.capture,
         label: req.label,
