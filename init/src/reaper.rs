@@ -7,11 +7,12 @@
 //! sweeps.
 //!
 //! # Invariants
-//! - Nothing else calls `wait*` on our children: jobs are started with
-//!   `posix_spawnp`, not std's `Command`, and nothing holds a `Child`. The one
-//!   exception is glibc itself, which reaps a child whose `exec` failed before
-//!   `posix_spawnp` returns; that happens inside the registry lock (see
-//!   below), so it cannot race a sweep.
+//! - Nothing else calls `wait*` on our children: jobs are started with our
+//!   own `clone` child (the main command with `posix_spawnp`), not std's
+//!   `Command`, and nothing holds a `Child`. The one exception is the spawn
+//!   itself, which reaps a child whose set-up or `exec` failed before it
+//!   returns (glibc does the same inside `posix_spawnp`); that happens inside
+//!   the registry lock (see below), so it cannot race a sweep.
 //! - **Exit before registration is impossible by construction.** `spawn`
 //!   holds the registry lock from before the child is created until its pid
 //!   is inserted, and a sweep only calls `waitpid` while holding the same

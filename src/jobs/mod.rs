@@ -16,8 +16,10 @@
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
+//! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 
 pub mod breaker;
+pub mod oom;
 pub mod result;
 pub mod runner;
 pub mod state;
@@ -51,6 +53,8 @@ pub struct Settings {
     pub breaker_failures: u32,
     /// How long an open breaker refuses jobs.
     pub breaker_cooldown: Duration,
+    /// The `oom_score_adj` each job's child writes (`None`: it inherits ours).
+    pub oom_score_adj: Option<i32>,
 }
 
 /// The job service: cheap to share, one per server.
@@ -64,6 +68,9 @@ pub(crate) struct Shared {
     pub(crate) init: Init,
     pub(crate) grace: Duration,
     breaker: breaker::Breaker,
+    /// The memory cgroup's OOM-kill counter, when readable.
+    pub(crate) oom: Option<oom::OomCounter>,
+    oom_score_adj: Option<i32>,
 }
 
 /// What a job asks for.
@@ -122,6 +129,13 @@ pub enum Awaited {
 impl Jobs {
     /// A service over `init`.
     pub fn new(init: Init, settings: &Settings) -> Jobs {
+        let oom = oom::OomCounter::locate();
+        match &oom {
+            Some(c) => tracing::debug!(counter = %c.path().display(), "reading OOM kills"),
+            None => tracing::info!(
+                "no readable memory-cgroup OOM-kill counter: no job is reported as OOM-killed"
+            ),
+        }
         Jobs {
             shared: Arc::new(Shared {
                 table: JobTable::new(settings.max_running, settings.max_queued),
@@ -131,6 +145,8 @@ impl Jobs {
                     settings.breaker_failures,
                     settings.breaker_cooldown,
                 ),
+                oom,
+                oom_score_adj: settings.oom_score_adj,
             }),
         }
     }
@@ -272,8 +288,10 @@ impl Jobs {
     }
 
     /// Shuts every job down (SPEC §2.5 steps 2–4) and returns what survived.
+    /// Every job that has not ended by then ends with `cause: "shutdown"`.
     pub async fn shutdown(&self) -> init::ShutdownReport {
         let shared = &self.shared;
+        shared.table.set_cause_all(Cause::Shutdown);
         shared
             .init
             .shutdown(shared.table.pgids(), shared.grace)
@@ -286,11 +304,16 @@ impl Shared {
     /// records why it could not start (and admits the next one).
     fn start(self: Arc<Self>, id: JobId, pending: Pending) -> Option<StdinSlot> {
         let Pending {
-            spec,
+            mut spec,
             timeout,
             idle_timeout,
             ..
         } = pending;
+        if spec.setup.oom_score_adj.is_none() {
+            spec.setup.oom_score_adj = self.oom_score_adj;
+        }
+        // Read before the spawn: a rise after it is the job's (SPEC §16).
+        let oom_kills = self.oom.as_ref().and_then(oom::OomCounter::read);
         let spawned = match self.breaker.check() {
             Err(refusal) => {
                 crate::metrics::spawn_failed("breaker_open");
@@ -312,7 +335,7 @@ impl Shared {
             }
             Err(error) => {
                 tracing::info!(job = %id, %error, "job failed to start");
-                crate::metrics::job_finished("start_error");
+                crate::metrics::job_finished("start_error", None);
                 self.table.start_failed(id, error);
                 self.admit_next();
                 return None;
@@ -355,6 +378,7 @@ impl Shared {
         let limits = runner::Limits {
             deadline: timeout.map(|t| Instant::now() + t),
             idle: idle_timeout,
+            oom_kills,
         };
         tokio::spawn(runner::run(Arc::clone(&self), id, pid, io, removed, limits));
         tracing::debug!(job = %id, pid = pid.0, "job started");

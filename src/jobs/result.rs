@@ -15,8 +15,9 @@
 //!   before it started).
 //! - `stdout`/`stderr`: slices (SPEC §5.1), only when captured.
 //! - Part II fields, from revision 2025-03-26 on and only when they apply:
-//!   `queued_for` (`"capacity"`), `label`, `timed_out` + `cause` (a job the
-//!   server ended at a deadline), `started_at` (RFC 3339, UTC, ms) and
+//!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
+//!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
+//!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
 //!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited).
 //!   A 2024-11-05 session sees exactly the reference shapes.
 
@@ -179,7 +180,7 @@ impl JobResult {
         };
         if revision.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {
-                r.timed_out = Some(true);
+                r.timed_out = cause.is_deadline().then_some(true);
                 r.cause = Some(cause.name());
             }
             if let JobState::Started { ran, .. } = &job.state {

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use std::time::Duration;
 
-use init::Pid;
+use init::{Pid, Signal};
 use tokio::time::Instant;
 
 use super::{Cause, JobId, JobTable, Outcome, Shared, Stream, sleep_until_opt};
@@ -142,13 +142,47 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
     });
 }
 
-/// The deadlines a runner enforces (SPEC §12.1, §12.9).
+/// The deadlines a runner enforces (SPEC §12.1, §12.9), and what it needs
+/// to tell why the job ended (SPEC §16).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// When the job is ended as timed out.
     pub deadline: Option<Instant>,
     /// End the job when it writes nothing for this long.
     pub idle: Option<Duration>,
+    /// The memory cgroup's OOM-kill counter read just before the spawn.
+    pub oom_kills: Option<u64>,
+}
+
+/// Why a job whose direct child ended with `end` did, as the kernel says —
+/// when the server has not already recorded a cause of its own (`ours`): a
+/// signal our `kill` sent (`kill_signals`), a resource-limit signal, or a
+/// SIGKILL while the OOM-kill counter rose past `before` (read again now).
+/// Anything else has no known cause: an exit code is never a cause.
+fn kernel_cause(
+    end: Outcome,
+    (ours, kill_signals): (Option<Cause>, u128),
+    before: Option<u64>,
+    counter: Option<&super::oom::OomCounter>,
+) -> Option<Cause> {
+    if ours.is_some() {
+        return None;
+    }
+    match end {
+        Outcome::Signaled(s)
+            if u32::try_from(s.as_raw())
+                .is_ok_and(|bit| kill_signals & 1u128.checked_shl(bit).unwrap_or(0) != 0) =>
+        {
+            Some(Cause::Killed)
+        }
+        Outcome::Signaled(s) if s == Signal::XCPU => Some(Cause::CpuLimit),
+        Outcome::Signaled(s) if s == Signal::XFSZ => Some(Cause::FileSizeLimit),
+        Outcome::Signaled(s) if s == Signal::KILL => {
+            let now = counter?.read()?;
+            (now > before?).then_some(Cause::Oom)
+        }
+        _ => None,
+    }
 }
 
 /// Runs until both pipes hit EOF after the child exited, or the job is
@@ -195,16 +229,26 @@ pub(crate) async fn run(
                         Outcome::Lost
                     }
                 };
+                let ours = table.with(id, |j| (j.cause, j.kill_signals)).unwrap_or((None, 0));
+                let kernel = kernel_cause(end, ours, limits.oom_kills, shared.oom.as_ref());
+                let ours = ours.0;
+                if let Some(cause) = kernel {
+                    tracing::info!(job = %id, cause = cause.name(), "job ended by the kernel");
+                    table.set_cause(id, cause);
+                }
                 if table.set_terminal(id, end) {
                     shared.admit_next();
                 }
                 crate::metrics::job_duration(started.elapsed());
-                crate::metrics::job_finished(match end {
-                    _ if expired => "timeout",
-                    Outcome::Exited(0) => "success",
-                    Outcome::Signaled(_) => "signal",
-                    Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
-                });
+                crate::metrics::job_finished(
+                    match end {
+                        _ if expired => "timeout",
+                        Outcome::Exited(0) => "success",
+                        Outcome::Signaled(_) => "signal",
+                        Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
+                    },
+                    ours.or(kernel).map(Cause::name),
+                );
             }
             () = sleep_until_opt(limits.deadline), if !exited && !expired => {
                 expired = true;
