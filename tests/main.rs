@@ -59,5 +59,8 @@ mod health;
 /// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
 mod http;
 
+/// Per-job user, groups and limits; the OOM ordering; why a job ended (SPEC §16).
+mod identity;
+
 /// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
 mod kube;
