@@ -342,6 +342,24 @@ fn cpu_seconds_ends_a_busy_loop_with_cause_cpu_limit(t: Target) {
     assert!(r.get("timed_out").is_none(), "{r}");
 }
 
+/// SIGXCPU ignored: the hard limit, one second later, is a SIGKILL; the
+/// child's CPU time (from `wait4`) says it was the limit.
+fn a_busy_loop_that_ignores_sigxcpu_is_killed_at_the_hard_limit_with_cause_cpu_limit(t: Target) {
+    let mut s = server(t);
+    let r = run(
+        &mut s,
+        json!({"argv": ["/bin/sh", "-c", "trap '' XCPU; while :; do :; done"],
+               "limits": {"cpu_seconds": 1}, "timeout": 60}),
+    );
+    assert_eq!(r["signal_number"], json!(9), "{r}");
+    assert_eq!(r["cause"], json!("cpu_limit"), "{r}");
+    // A SIGKILL from elsewhere, with CPU time far below the limit, has no cause.
+    let id = s.spawn_job("kill -KILL $$");
+    let r = s.call("wait", json!({"job_ids": [id], "timeout": 20}));
+    assert_eq!(r[0]["signal_number"], json!(9), "{r}");
+    assert!(r[0].get("cause").is_none(), "{r}");
+}
+
 fn file_size_bytes_ends_a_writer_with_cause_file_size_limit(t: Target) {
     let mut s = server(t);
     let file = scratch_file("fsize");
@@ -593,6 +611,7 @@ crate::parity!(
     a_fork_bomb_limited_by_processes_fails_inside_the_job_while_the_server_serves,
     address_space_bytes_stops_a_job_that_allocates_past_it,
     cpu_seconds_ends_a_busy_loop_with_cause_cpu_limit,
+    a_busy_loop_that_ignores_sigxcpu_is_killed_at_the_hard_limit_with_cause_cpu_limit,
     file_size_bytes_ends_a_writer_with_cause_file_size_limit,
     job_limits_are_defaults_and_maxima_a_call_cannot_exceed,
     a_job_our_kill_ended_says_cause_killed,

@@ -65,7 +65,7 @@ use tokio::sync::{mpsc, watch};
 pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
 pub use intake::Event;
 pub use procinfo::Survivor;
-pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
+pub use reaper::{ExitStatus, ExitWatch, Reaped, ReaperGone, UsageWatch};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
 pub use spawn::{

@@ -477,6 +477,44 @@ pub(crate) fn clone_vfork(plan: &ChildPlan<'_>) -> Result<i32, (ChildStep, i32, 
     }
 }
 
+/// What [`wait4_any`] reaped.
+pub(crate) struct Waited {
+    /// The child.
+    pub(crate) pid: i32,
+    /// Its raw wait status.
+    pub(crate) status: i32,
+    /// Its user + system CPU time (its own, and that of the descendants it
+    /// waited for).
+    pub(crate) cpu: std::time::Duration,
+}
+
+/// `wait4(-1, &status, WNOHANG, &usage)`: reaps any child that has exited,
+/// with its resource usage. `Ok(None)`: children exist, none has exited.
+pub(crate) fn wait4_any() -> io::Result<Option<Waited>> {
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: wait4 writes only `status` and `usage`, both valid and
+    // writable for the call; a zeroed rusage is a valid value.
+    let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, usage.as_mut_ptr()) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        return Ok(None);
+    }
+    // SAFETY: zero-initialised, and filled by the kernel on success.
+    let usage = unsafe { usage.assume_init() };
+    let time = |t: libc::timeval| {
+        std::time::Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + std::time::Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    Ok(Some(Waited {
+        pid,
+        status,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+    }))
+}
+
 /// `waitpid(pid, 0)`: reaps one child that has exited or is about to (a
 /// [`clone_vfork`] child whose set-up failed). Retries on `EINTR`.
 pub(crate) fn waitpid_blocking(pid: i32) {

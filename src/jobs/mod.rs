@@ -314,6 +314,12 @@ impl Shared {
         }
         // Read before the spawn: a rise after it is the job's (SPEC §16).
         let oom_kills = self.oom.as_ref().and_then(oom::OomCounter::read);
+        let cpu_seconds = spec
+            .setup
+            .limits
+            .iter()
+            .find(|l| l.resource == init::Resource::CpuSeconds)
+            .map(|l| l.soft);
         let spawned = match self.breaker.check() {
             Err(refusal) => {
                 crate::metrics::spawn_failed("breaker_open");
@@ -379,6 +385,7 @@ impl Shared {
             deadline: timeout.map(|t| Instant::now() + t),
             idle: idle_timeout,
             oom_kills,
+            cpu_seconds,
         };
         tokio::spawn(runner::run(Arc::clone(&self), id, pid, io, removed, limits));
         tracing::debug!(job = %id, pid = pid.0, "job started");
