@@ -5,8 +5,8 @@
 //! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `stdout`,
 //! `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
-//!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended by
-//!   the server) or `error`.
+//!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended at a
+//!   deadline) or `error`.
 //! - `exit_code`: only when terminal; `-1` for death by signal, a start
 //!   error, or a lost status (which is logged where it happens).
 //! - `signal`: the description (`"terminated"`), only on death by signal,
@@ -77,7 +77,9 @@ impl Status {
         let part_two = revision.has_part_two();
         let state = match phase {
             Phase::Queued if !part_two => "running",
-            p if p.is_terminal() && cause.is_some() => "error",
+            // A deadline ends a job as an error even if it exited 0 after
+            // TERM (SPEC §12.1); other causes never change the state.
+            p if p.is_terminal() && cause.is_some_and(Cause::is_deadline) => "error",
             p => p.name(),
         };
         let mut s = Status {
@@ -195,7 +197,7 @@ impl JobResult {
     /// The terminal result as delivered by `execute`, `wait` and `kill`:
     /// status plus the streams of the job's capture policy for its outcome.
     pub fn delivered(job: &Job, view: &View<'_>) -> JobResult {
-        let success = job.phase().is_success() && job.cause.is_none();
+        let success = job.phase().is_success() && !job.cause.is_some_and(Cause::is_deadline);
         let side = job.capture.side(success);
         JobResult::with_streams(job, &side.stdout, &side.stderr, view)
     }
@@ -214,4 +216,21 @@ impl JobResult {
 
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::version::LATEST;
+
+    #[test]
+    fn only_a_deadline_turns_an_exit_0_into_an_error() {
+        let rev = Revision::negotiate(Some(LATEST));
+        let state = |cause| Status::new(JobId(1), &Phase::Exited(0), cause, None, rev).state;
+        assert_eq!(state(None), "success");
+        assert_eq!(state(Some(Cause::Shutdown)), "success");
+        assert_eq!(state(Some(Cause::Killed)), "success");
+        assert_eq!(state(Some(Cause::Timeout)), "error");
+        assert_eq!(state(Some(Cause::IdleTimeout)), "error");
+    }
 }
