@@ -481,6 +481,47 @@ fn bound_port(s: &Server, what: &str) -> u16 {
     port.unwrap_or_default()
 }
 
+#[test]
+fn finished_jobs_are_counted_by_cause_in_the_metrics() {
+    let mut s = Server::start_with_cli(Target::Bare, &[], &["--metrics-listen", "127.0.0.1:0"]);
+    s.initialize(LATEST);
+    let port = bound_port(&s, "metrics");
+    let r = run(
+        &mut s,
+        json!({"argv": ["head", "-c", "5000", "/dev/zero"], "limits": {"file_size_bytes": 100},
+               "capture": {"on_success": "none"}}),
+    );
+    assert_eq!(r["state"], json!("success"), "a pipe has no file size: {r}");
+    let file = scratch_file("metrics");
+    let r = run(
+        &mut s,
+        json!({"argv": ["/bin/sh", "-c", format!("exec head -c 5000 /dev/zero > {file}")],
+               "limits": {"file_size_bytes": 100}}),
+    );
+    assert_eq!(r["cause"], json!("file_size_limit"), "{r}");
+    let r = run(&mut s, json!({"argv": ["rm", "-f", file]}));
+    assert_eq!(r["state"], json!("success"), "{r}");
+    let m = crate::support::http::request(port, "GET", "/metrics", &[], "", TIMEOUT)
+        .expect("GET /metrics");
+    assert!(
+        m.body.contains(
+            "mcp_exec_jobs_finished_total{outcome=\"signal\",cause=\"file_size_limit\"} 1"
+        ),
+        "{}",
+        m.body
+    );
+    assert!(
+        m.body
+            .contains("mcp_exec_jobs_finished_total{outcome=\"success\"} 2"),
+        "jobs without a cause have no cause label: {}",
+        m.body
+    );
+    let pid = s.server_host_pid().expect("the server's pid");
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+}
+
 /// A job that runs while the server shuts down: its `POST /exec` stream
 /// delivers the result, `cause: "shutdown"`.
 fn a_job_ended_by_shutdown_says_cause_shutdown(t: Target) {
