@@ -73,6 +73,10 @@ pub struct Config {
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
     /// `download` call carries (decoded; SPEC §13.1). A tuning value.
     pub max_transfer_bytes: usize,
+    /// `MCP_EXEC_JOB_LIMITS`, raw (a security setting: validated by `main`).
+    pub job_limits: Option<String>,
+    /// `MCP_EXEC_JOB_OOM_SCORE_ADJ`: the `oom_score_adj` jobs get at least.
+    pub job_oom_score_adj: i32,
 }
 
 /// A secret setting: its `Debug` does not show it, so logging the
@@ -131,12 +135,14 @@ impl Default for Config {
             metrics_listen: None,
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
+            job_limits: None,
+            job_oom_score_adj: 500,
         }
     }
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 28] = [
+pub const VARIABLES: [(&str, &str, &str); 30] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -269,6 +275,16 @@ pub const VARIABLES: [(&str, &str, &str); 28] = [
         "unset",
         "--metrics-listen ADDR: /metrics, /healthz, /livez without a token",
     ),
+    (
+        "MCP_EXEC_JOB_LIMITS",
+        "unset",
+        "JSON limits every job gets, also the maxima a call may ask for",
+    ),
+    (
+        "MCP_EXEC_JOB_OOM_SCORE_ADJ",
+        "500",
+        "oom_score_adj of jobs (at least the inherited value; -1000..1000)",
+    ),
 ];
 
 impl Config {
@@ -375,6 +391,17 @@ impl Config {
         c.http_insecure = get("MCP_EXEC_HTTP_INSECURE").is_some_and(|v| v.trim() == "1");
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
+        c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
+        if let Some(raw) = get("MCP_EXEC_JOB_OOM_SCORE_ADJ") {
+            match raw.trim().parse::<i32>() {
+                Ok(v) if (-1000..=1000).contains(&v) => c.job_oom_score_adj = v,
+                _ => warnings.push(format!(
+                    "MCP_EXEC_JOB_OOM_SCORE_ADJ={raw:?} is not a number from -1000 to 1000; \
+                     using the default {}",
+                    c.job_oom_score_adj
+                )),
+            }
+        }
         if let Some(raw) = get("MCP_EXEC_LOG").filter(|s| !s.trim().is_empty()) {
             c.log = raw;
         }

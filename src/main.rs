@@ -128,11 +128,19 @@ struct Policies {
     cwd: policy::cwd::CwdPolicy,
     redact: Option<policy::redact::Redactor>,
     listeners: server::Listeners,
+    jobs: policy::identity::JobPolicy,
 }
 
 impl Policies {
     fn from_config(config: &Config) -> Result<Policies, String> {
+        let listeners = server::Listeners::from_config(config)?;
+        let http_without_token = listeners.http.as_ref().is_some_and(|h| h.token.is_none());
         Ok(Policies {
+            jobs: policy::identity::JobPolicy::new(
+                config.job_limits.as_deref(),
+                rustix::process::geteuid().as_raw(),
+                http_without_token,
+            )?,
             cwd: policy::cwd::CwdPolicy::from_settings(
                 config.allowed_cwds.as_deref(),
                 config.default_cwd.as_deref(),
@@ -144,7 +152,7 @@ impl Policies {
                     .as_deref()
                     .map(std::path::Path::new),
             )?,
-            listeners: server::Listeners::from_config(config)?,
+            listeners,
         })
     }
 }
@@ -184,11 +192,15 @@ fn run(
             breaker_failures: config.breaker_failures,
             breaker_cooldown: config.breaker_cooldown,
             shell_session_idle: config.shell_session_idle,
+            // After the main command started (init mode): it keeps the
+            // score it inherited, like everything tini starts.
+            oom_score_adj: jobs::oom::ordering(config.job_oom_score_adj),
         };
         let app = Arc::new(tools::App {
             jobs: jobs::Jobs::new(init, &settings),
             cwd: policies.cwd,
             redact: policies.redact,
+            job_policy: policies.jobs,
             config,
         });
         // A shell session's cwd goes through the cwd policy when a job of

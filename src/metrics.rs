@@ -210,12 +210,13 @@ pub fn job_started() {
 }
 
 /// A job reached a terminal state: `success`, `error`, `signal`,
-/// `timeout`, `start_error`.
-pub fn job_finished(outcome: &'static str) {
-    METRICS
-        .jobs_finished
-        .get_or_create(&vec![("outcome", outcome)])
-        .inc();
+/// `timeout`, `start_error`; `cause` (SPEC §16) is a label only when known.
+pub fn job_finished(outcome: &'static str, cause: Option<&'static str>) {
+    let mut labels = vec![("outcome", outcome)];
+    if let Some(cause) = cause {
+        labels.push(("cause", cause));
+    }
+    METRICS.jobs_finished.get_or_create(&labels).inc();
 }
 
 /// A request was answered on `transport` (`stdio`, `http`); `method` is
@@ -333,7 +334,8 @@ mod tests {
     #[test]
     fn the_exposition_names_every_required_family_and_ends_with_eof() {
         job_started();
-        job_finished("success");
+        job_finished("success", None);
+        job_finished("signal", Some("oom"));
         request("stdio", "ping", "ok");
         let text = render(&Snapshot {
             running: 2,
@@ -343,6 +345,7 @@ mod tests {
         for name in [
             "mcp_exec_jobs_started_total",
             "mcp_exec_jobs_finished_total{outcome=\"success\"}",
+            "mcp_exec_jobs_finished_total{outcome=\"signal\",cause=\"oom\"}",
             "mcp_exec_jobs_running 2",
             "mcp_exec_job_duration_seconds_bucket{le=\"0.01\"}",
             "mcp_exec_job_queue_wait_seconds_count",

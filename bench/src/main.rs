@@ -28,6 +28,7 @@ mod client;
 mod files;
 mod http;
 mod http_client;
+mod identity;
 mod report;
 mod scenarios;
 mod smaps;
@@ -71,7 +72,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 19] = [
+const SCENARIOS: [&str; 20] = [
     "size",
     "startup",
     "rtt",
@@ -91,6 +92,7 @@ const SCENARIOS: [&str; 19] = [
     "http_files",
     "stdio_files",
     "session_rtt",
+    "setup_rtt",
 ];
 
 struct Options {
@@ -99,6 +101,7 @@ struct Options {
     json: Option<PathBuf>,
     only: Vec<String>,
     protocol: String,
+    compare: Option<PathBuf>,
 }
 
 impl Options {
@@ -121,7 +124,9 @@ fn usage() -> String {
          with --smoke {root}/{DEFAULT_SMOKE_JSON})\n\
          --only LIST    comma-separated subset of: {}\n\
          --protocol V   MCP revision to negotiate (default {}; 2024-11-05 = results\n               \
-         without structuredContent, as the Go reference answers)\n",
+         without structuredContent, as the Go reference answers)\n\
+         --compare PATH another build (e.g. main's) whose direct `execute true` setup_rtt\n               \
+         interleaves with this one's\n",
         SCENARIOS.join(","),
         client::DEFAULT_PROTOCOL
     )
@@ -134,6 +139,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String>
         json: None,
         only: Vec::new(),
         protocol: client::DEFAULT_PROTOCOL.to_owned(),
+        compare: None,
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -142,6 +148,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String>
             "--binary" => o.binary = PathBuf::from(value("--binary")?),
             "--json" => o.json = Some(PathBuf::from(value("--json")?)),
             "--protocol" => o.protocol = value("--protocol")?,
+            "--compare" => o.compare = Some(PathBuf::from(value("--compare")?)),
             "--only" => {
                 o.only = value("--only")?.split(',').map(str::to_owned).collect();
                 if let Some(bad) = o.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
@@ -465,6 +472,7 @@ fn run(o: &Options) -> Result<(), Error> {
     http_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     files::figures(o, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
+    identity_figures(o, &plan, &binary, &mut figures)?;
     let load_end = scenarios::loadavg();
 
     let table = report::markdown(&figures);
@@ -904,4 +912,68 @@ fn bounded_figures(
 
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(0, usize::from)
+}
+
+/// The set-up path of issue 14: `user` + `limits` against the direct path,
+/// and the direct path against `--compare` (main's build) in the same rounds.
+fn identity_figures(
+    o: &Options,
+    plan: &Plan,
+    binary: &Path,
+    figures: &mut Vec<Figure>,
+) -> Result<(), Error> {
+    if !o.wants("setup_rtt") {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("bench: setup_rtt skipped: `user` needs the server to run as root");
+        figures.push(Figure::skipped(
+            "setup_rtt",
+            "rtt: execute `true` with user + limits",
+            "ms",
+            "≤ 1.5× direct",
+        ));
+        return Ok(());
+    }
+    let n = plan.spawn_batch;
+    let compared = if o.compare.is_some() {
+        format!(", {n} on --compare")
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "bench: setup_rtt ({} rounds of {n} direct, {n} with user+limits{compared})",
+        plan.spawn_rounds
+    );
+    let compare = o.compare.as_deref();
+    let s = identity::setup_rtt(
+        binary,
+        compare,
+        bounded::part_two(&o.protocol),
+        plan.spawn_rounds,
+        plan.spawn_batch,
+    )?;
+    figures.push(
+        Figure::latency_vs(
+            "setup_rtt",
+            "rtt: execute `true` as user nobody with all five limits",
+            &s.setup,
+            &s.direct,
+            "execute `true`, same server, interleaved",
+        )
+        .with_ratio_target("median ≤ 1.5× direct", 1.5),
+    );
+    if compare.is_some() {
+        figures.push(
+            Figure::latency_vs(
+                "setup_rtt_direct_vs_compare",
+                "  execute `true` (direct path) against the --compare build",
+                &s.direct,
+                &s.compared,
+                "execute `true` on --compare, same rounds",
+            )
+            .with_ratio_target("median ≤ 1.1× (not slower)", 1.1),
+        );
+    }
+    Ok(())
 }

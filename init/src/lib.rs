@@ -42,7 +42,8 @@
 //! safely: `kill` with raw signal numbers (jobs may be sent real-time
 //! signals that neither crate's `Signal` type can name), `rt_sigaction` for
 //! the signals glibc reserves, `close_range`/`fcntl` on inherited
-//! descriptors, `posix_spawnp`, and glibc's `mallopt`/`malloc_trim`. `procfs`
+//! descriptors, `posix_spawnp`, the `clone(CLONE_VM | CLONE_VFORK)` child
+//! that starts every job, and glibc's `mallopt`/`malloc_trim`. `procfs`
 //! parses /proc for diagnostics. No `nix`, `rustix` or `procfs` type appears
 //! in this crate's public API.
 
@@ -64,10 +65,13 @@ use tokio::sync::{mpsc, watch};
 pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
 pub use intake::Event;
 pub use procinfo::Survivor;
-pub use reaper::{ExitStatus, ExitWatch, ReaperGone};
+pub use reaper::{ExitStatus, ExitWatch, Reaped, ReaperGone, UsageWatch};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
-pub use spawn::{Cwd, Extras, MainCommand, Program, SpawnError, SpawnSpec, Spawned, errno_text};
+pub use spawn::{
+    Credentials, Cwd, Extras, Limit, MainCommand, Program, Resource, Setup, SpawnError, SpawnSpec,
+    Spawned, errno_text,
+};
 
 /// Returns free heap memory to the kernel; call when the application goes
 /// idle (glibc otherwise keeps freed memory of every arena).

@@ -7,28 +7,32 @@
 //! sweeps.
 //!
 //! # Invariants
-//! - Nothing else calls `wait*` on our children: jobs are started with
-//!   `posix_spawnp`, not std's `Command`, and nothing holds a `Child`. The one
-//!   exception is glibc itself, which reaps a child whose `exec` failed before
-//!   `posix_spawnp` returns; that happens inside the registry lock (see
-//!   below), so it cannot race a sweep.
+//! - Nothing else calls `wait*` on our children: jobs are started with our
+//!   own `clone` child (the main command with `posix_spawnp`), not std's
+//!   `Command`, and nothing holds a `Child`. The one exception is the spawn
+//!   itself, which reaps a child whose set-up or `exec` failed before it
+//!   returns (glibc does the same inside `posix_spawnp`); that happens inside
+//!   the registry lock (see below), so it cannot race a sweep.
+//! - Sweeps use `wait4`, so each status comes with the child's CPU time
+//!   ([`Reaped`]): what tells a job killed at its `RLIMIT_CPU` hard limit
+//!   from any other SIGKILL.
 //! - **Exit before registration is impossible by construction.** `spawn`
 //!   holds the registry lock from before the child is created until its pid
-//!   is inserted, and a sweep only calls `waitpid` while holding the same
+//!   is inserted, and a sweep only calls `wait4` while holding the same
 //!   lock. A child that exits at once is therefore reaped either after it was
 //!   registered (and its status is routed) or not by us in between. No buffer
 //!   of unclaimed statuses is needed, and no status is ever dropped for a
 //!   registered pid.
 //! - A reaped pid that is not registered is an orphan (a descendant that was
 //!   re-parented to us as PID 1 or child subreaper): reaped and dropped.
-//! - SIGCHLD coalesces, so a sweep loops until `waitpid` reports no more
-//!   exited children; routing is decided by the pid `waitpid` returns, never
+//! - SIGCHLD coalesces, so a sweep loops until `wait4` reports no more
+//!   exited children; routing is decided by the pid `wait4` returns, never
 //!   by the signal.
 //! - The task sweeps *before* it waits for the next SIGCHLD: a child that
 //!   exited before the signalfd existed is reaped at once, and a SIGCHLD that
 //!   arrives during a sweep stays pending and causes one more sweep, so no
 //!   exit is left unreaped until the next one.
-//! - A pid leaves the registry under the lock, right after `waitpid` returned
+//! - A pid leaves the registry under the lock, right after `wait4` returned
 //!   it: "not registered" therefore always means "already reaped" (or never
 //!   ours), which is what `Reaper::is_unreaped` and verified death rely on.
 
@@ -38,10 +42,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal as NixSignal};
 use nix::sys::signalfd::SignalFd;
-use rustix::process::{WaitOptions, WaitStatus};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{oneshot, watch};
 
@@ -58,19 +62,32 @@ pub enum ExitStatus {
 }
 
 impl ExitStatus {
-    fn from_wait(status: WaitStatus) -> Option<ExitStatus> {
-        if let Some(code) = status.exit_status() {
-            return Some(ExitStatus::Exited(code));
+    /// Decodes a raw wait status; `None` for anything but an exit or a
+    /// death by signal (stops, which we never ask for).
+    fn from_wait(status: i32) -> Option<ExitStatus> {
+        use nix::libc::{WEXITSTATUS, WIFEXITED, WIFSIGNALED, WTERMSIG};
+        if WIFEXITED(status) {
+            return Some(ExitStatus::Exited(WEXITSTATUS(status)));
         }
-        status
-            .terminating_signal()
-            .and_then(Signal::from_raw)
-            .map(ExitStatus::Signaled)
+        if WIFSIGNALED(status) {
+            return Signal::from_raw(WTERMSIG(status)).map(ExitStatus::Signaled);
+        }
+        None
     }
 }
 
+/// How a direct child ended, and what CPU time it used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reaped {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// User + system CPU time of the child (and of the descendants it
+    /// waited for), as `wait4` reports it: what `RLIMIT_CPU` is measured on.
+    pub cpu: Duration,
+}
+
 /// The registry of children whose exit status someone is waiting for.
-pub(crate) type Registry = HashMap<i32, oneshot::Sender<ExitStatus>>;
+pub(crate) type Registry = HashMap<i32, oneshot::Sender<Reaped>>;
 
 /// Shared reaper state (owned by [`crate::Init`]).
 pub(crate) struct Reaper {
@@ -106,7 +123,7 @@ impl Reaper {
 
     /// Whether `pid` is a registered child that has not been reaped yet.
     ///
-    /// Taken under the registry lock, which the reaper holds from `waitpid`
+    /// Taken under the registry lock, which the reaper holds from `wait4`
     /// until the pid is removed: a `false` here means the kernel has already
     /// reaped it (or it was never ours), never "about to be".
     pub(crate) fn is_unreaped(&self, pid: i32) -> bool {
@@ -123,16 +140,19 @@ impl Reaper {
     pub(crate) fn sweep(&self) -> usize {
         let mut reaped = 0;
         loop {
-            // The lock is held across waitpid: see the module doc.
+            // The lock is held across wait4: see the module doc.
             let mut registry = self.lock();
-            match rustix::process::wait(WaitOptions::NOHANG) {
-                Ok(Some((pid, status))) => {
+            match crate::sys::wait4_any() {
+                Ok(Some(waited)) => {
                     reaped += 1;
-                    let pid = pid.as_raw_nonzero().get();
-                    match (registry.remove(&pid), ExitStatus::from_wait(status)) {
+                    let pid = waited.pid;
+                    match (registry.remove(&pid), ExitStatus::from_wait(waited.status)) {
                         (Some(tx), Some(status)) => {
                             // The receiver may be gone (job dropped): fine.
-                            let _ = tx.send(status);
+                            let _ = tx.send(Reaped {
+                                status,
+                                cpu: waited.cpu,
+                            });
                         }
                         (Some(tx), None) => {
                             // Not an exit (we never ask for stops): keep waiting.
@@ -145,10 +165,10 @@ impl Reaper {
                     }
                 }
                 Ok(None) => break,
-                Err(e) if e == rustix::io::Errno::INTR => continue,
-                Err(e) if e == rustix::io::Errno::CHILD => break,
+                Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(nix::libc::ECHILD) => break,
                 Err(e) => {
-                    tracing::warn!(error = %io::Error::from(e), "waitpid failed");
+                    tracing::warn!(error = %e, "wait4 failed");
                     break;
                 }
             }
@@ -190,9 +210,31 @@ pub(crate) async fn run(shared: Arc<Shared>, fd: AsyncFd<SignalFd>) {
     }
 }
 
-/// Resolves to the exit status of one spawned child.
+/// Resolves to the exit status of one spawned child ([`ExitWatch::with_usage`]:
+/// with its CPU time).
 #[derive(Debug)]
-pub struct ExitWatch(pub(crate) oneshot::Receiver<ExitStatus>);
+pub struct ExitWatch(pub(crate) oneshot::Receiver<Reaped>);
+
+impl ExitWatch {
+    /// The same watch, resolving to the status and the CPU time.
+    pub fn with_usage(self) -> UsageWatch {
+        UsageWatch(self.0)
+    }
+}
+
+/// [`ExitWatch`] with the child's CPU time.
+#[derive(Debug)]
+pub struct UsageWatch(oneshot::Receiver<Reaped>);
+
+impl std::future::Future for UsageWatch {
+    type Output = Result<Reaped, ReaperGone>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map_err(|_| ReaperGone))
+    }
+}
 
 /// The reaper stopped before the child's status arrived (only possible while
 /// the process is exiting).
@@ -206,6 +248,6 @@ impl std::future::Future for ExitWatch {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.0)
             .poll(cx)
-            .map(|r| r.map_err(|_| ReaperGone))
+            .map(|r| r.map(|reaped| reaped.status).map_err(|_| ReaperGone))
     }
 }

@@ -86,6 +86,10 @@ impl Signal {
     pub const CHLD: Signal = Signal(17);
     /// SIGCONT.
     pub const CONT: Signal = Signal(18);
+    /// SIGXCPU (`RLIMIT_CPU`'s soft limit).
+    pub const XCPU: Signal = Signal(24);
+    /// SIGXFSZ (`RLIMIT_FSIZE`).
+    pub const XFSZ: Signal = Signal(25);
     /// SIGWINCH.
     pub const WINCH: Signal = Signal(28);
 

@@ -7,28 +7,48 @@
 //! marked inherited ones so); the signal mask and ignored set the server
 //! started with (see `Origin`); the working directory [`Cwd`] says (the
 //! server's, a path, or an open directory descriptor); the server's
-//! environment with `env` layered on top.
+//! environment with `env` layered on top; and the [`Setup`] it asks for
+//! (user and groups, resource limits, `oom_score_adj`, SPEC §16).
 //!
-//! Spawning uses `posix_spawnp` (vfork-style) rather than std's `Command`:
-//! std does not reset the signal mask, so it would need a `pre_exec` hook to
-//! set it, which forces a full `fork` per job; and std's own reaping of a
-//! failed exec would be a second `wait` beside the reaper.
+//! Every job is started by one path: a `clone(CLONE_VM | CLONE_VFORK)`
+//! child of our own (`sys::clone_vfork`) — what glibc's `posix_spawnp` does,
+//! plus the set-up steps it lacks. Everything is prepared before the clone
+//! (argv, environment, the `PATH` candidates, the limits, the ids); the
+//! child, which shares our memory while we are suspended, only makes raw
+//! system calls on that data, then `execve`. So the set-up is race-free: it
+//! is applied to the child before the command's first instruction, never to
+//! a process that already runs; and a job without set-up costs no more than
+//! a `posix_spawnp`. Not std's `Command`: std does not reset the signal
+//! mask, so it would need a `pre_exec` hook, which forces a full `fork` per
+//! job; and std's own reaping of a failed exec would be a second `wait`
+//! beside the reaper. The container's main command (init mode), which needs
+//! none of the set-up but a terminal hand-over, keeps glibc's `posix_spawnp`.
 //!
-//! Failures to start (bad cwd, missing shell, exec error) are returned as a
-//! [`SpawnError`] whose text reads like the Go reference's
-//! (`chdir /x: no such file or directory`), never as a panic.
+//! The child's steps, in order: dispositions (as `posix_spawn`: handlers and
+//! the reset set to `SIG_DFL`), `setpgid`, `oom_score_adj` (before the
+//! identity changes: after it `/proc/self` belongs to root), resource
+//! limits, `setgroups`/`setresgid`/`setresuid`, `chdir`/`fchdir` (as the
+//! job's user, so it must be allowed in; before the descriptor copies, so a
+//! directory descriptor numbered below 3 is used before a copy replaces it),
+//! the descriptor copies onto 0, 1, 2 (a list: a caller can keep one more
+//! open at a fixed number), the signal mask, `execve`.
+//!
+//! Failures to start (bad cwd, missing shell, exec error, a refused set-up
+//! step) are returned as a [`SpawnError`] whose text reads like the Go
+//! reference's (`chdir /x: no such file or directory`), never as a panic.
 //!
 //! # Invariants
-//! - The reaper's registry lock is held from before `posix_spawnp` until the
+//! - The reaper's registry lock is held from before the clone until the
 //!   new pid is inserted, so the child cannot be reaped before its status has
-//!   somewhere to go (the race is explained in [`crate::reaper`]).
+//!   somewhere to go (the race is explained in [`crate::reaper`]); a child
+//!   whose set-up failed is reaped inside the lock by the spawn itself.
 //! - Owns no long-lived state: the start-up signal state (`Origin`) is read
 //!   once by [`crate::prepare`] and the server's environment once, on the
 //!   first spawn; the caller owns everything a spawn returns.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,12 +57,13 @@ use nix::sys::signal::SigSet;
 use tokio::sync::oneshot;
 
 use crate::reaper::ExitWatch;
+use crate::sys::ChildStep;
 use crate::{Init, Pid};
 
 /// The signal state the process had when it started, restored in every job.
 ///
-/// Only the mask needs recording: dispositions are inherited by `posix_spawn`
-/// unchanged, and the server never changes any (it installs no handlers), so
+/// Only the mask needs recording: dispositions are inherited by the child
+/// unchanged (handlers aside, reset as `posix_spawn` does), and the server never changes any (it installs no handlers), so
 /// the ignored set a job gets is the one the server started with. The
 /// exceptions are reset to `SIG_DFL` in the child ([`Origin::sigdefault`]):
 /// SIGPIPE, which Rust's runtime sets to `SIG_IGN` before `main` (its
@@ -121,6 +142,9 @@ pub struct SpawnSpec {
     pub cwd: Cwd,
     /// Variables layered over the server's environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Identity, limits and `oom_score_adj`, applied in the child before it
+    /// executes the program (default: none, the server's own).
+    pub setup: Setup,
 }
 
 impl SpawnSpec {
@@ -130,6 +154,7 @@ impl SpawnSpec {
             program: Program::Shell(command.into()),
             cwd: Cwd::Inherit,
             env: Vec::new(),
+            setup: Setup::default(),
         }
     }
 }
@@ -145,6 +170,94 @@ pub struct Extras<'a> {
     /// `SpawnSpec::env` is the whole environment: the server's is not
     /// layered under it.
     pub complete_env: bool,
+}
+
+/// What a job's child sets up for itself before `exec` (SPEC §16): never
+/// applied to a child that already runs, so the job's first instruction
+/// already runs with them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// Run as this user (needs the server to be root).
+    pub user: Option<Credentials>,
+    /// Resource limits of the job's processes.
+    pub limits: Vec<Limit>,
+    /// The job's `oom_score_adj` (`-1000..=1000`); `None` inherits ours.
+    pub oom_score_adj: Option<i32>,
+}
+
+/// A user identity: real, effective and saved ids all become these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// Supplementary groups (an empty list drops ours).
+    pub groups: Vec<u32>,
+}
+
+/// A resource whose limit a job can be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// `RLIMIT_AS`: bytes of virtual address space.
+    AddressSpace,
+    /// `RLIMIT_NPROC`: processes of the job's real user (not enforced for root).
+    Processes,
+    /// `RLIMIT_CPU`: seconds of CPU time per process (SIGXCPU at the soft
+    /// limit, SIGKILL at the hard one).
+    CpuSeconds,
+    /// `RLIMIT_FSIZE`: bytes a file may grow to (SIGXFSZ past it).
+    FileSize,
+    /// `RLIMIT_NOFILE`: one more than the highest descriptor number.
+    OpenFiles,
+}
+
+impl Resource {
+    /// The `RLIMIT_*` number.
+    fn raw(self) -> u32 {
+        use nix::libc;
+        match self {
+            Resource::AddressSpace => libc::RLIMIT_AS,
+            Resource::Processes => libc::RLIMIT_NPROC,
+            Resource::CpuSeconds => libc::RLIMIT_CPU,
+            Resource::FileSize => libc::RLIMIT_FSIZE,
+            Resource::OpenFiles => libc::RLIMIT_NOFILE,
+        }
+    }
+
+    /// The kernel's name (`RLIMIT_AS`), for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::AddressSpace => "RLIMIT_AS",
+            Resource::Processes => "RLIMIT_NPROC",
+            Resource::CpuSeconds => "RLIMIT_CPU",
+            Resource::FileSize => "RLIMIT_FSIZE",
+            Resource::OpenFiles => "RLIMIT_NOFILE",
+        }
+    }
+
+    fn from_raw(raw: u32) -> Option<Resource> {
+        [
+            Resource::AddressSpace,
+            Resource::Processes,
+            Resource::CpuSeconds,
+            Resource::FileSize,
+            Resource::OpenFiles,
+        ]
+        .into_iter()
+        .find(|r| r.raw() == raw)
+    }
+}
+
+/// One resource limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Which resource.
+    pub resource: Resource,
+    /// The soft limit (what the kernel enforces first).
+    pub soft: u64,
+    /// The hard limit (the ceiling the job cannot raise the soft one past).
+    pub hard: u64,
 }
 
 /// A started child.
@@ -199,6 +312,16 @@ pub enum SpawnError {
     /// A string that must go to the kernel contains a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
+    /// A set-up step of the child ([`Setup`]) failed before `exec`.
+    #[error("setting up the job: {step}: {reason}")]
+    Setup {
+        /// The step (`setuid`, `setrlimit RLIMIT_NPROC`, `oom_score_adj`, …).
+        step: String,
+        /// Lower-case errno text.
+        reason: String,
+        /// The errno.
+        errno: i32,
+    },
 }
 
 impl SpawnError {
@@ -208,6 +331,7 @@ impl SpawnError {
     pub fn lacks_resources(&self) -> bool {
         let errno = match self {
             SpawnError::Exec { errno, .. } => *errno,
+            SpawnError::Setup { errno, .. } => Some(*errno),
             SpawnError::Pipe(e) => e.raw_os_error(),
             SpawnError::Chdir { .. } | SpawnError::Nul(_) => None,
         };
@@ -372,19 +496,69 @@ impl Init {
         let (stdout_r, stdout_w) = pipe()?;
         let (stderr_r, stderr_w) = pipe()?;
         let origin = &self.shared.origin;
-        let args = crate::sys::SpawnArgs {
-            program: &program,
-            argv: &argv,
-            envp: &envp,
+        let programs = exec_candidates(&program);
+        let argv_p = pointers(argv.iter().map(CString::as_c_str));
+        let envp_p = pointers(envp.iter().copied());
+        // In order, like posix_spawn's file actions: the three pipe ends,
+        // then the one extra descriptor a shell session's epilogue writes to.
+        let mut dup2 = vec![
+            (stdin_r.as_raw_fd(), 0),
+            (stdout_w.as_raw_fd(), 1),
+            (stderr_w.as_raw_fd(), 2),
+        ];
+        dup2.extend(extras.fd.map(|(fd, target)| (fd.as_raw_fd(), target)));
+        let oom_text = spec.setup.oom_score_adj.map(|v| v.to_string());
+        let rlimits: Vec<crate::sys::Rlimit> = spec
+            .setup
+            .limits
+            .iter()
+            .map(|l| crate::sys::Rlimit {
+                resource: l.resource.raw(),
+                soft: l.soft,
+                hard: l.hard,
+            })
+            .collect();
+        let plan = crate::sys::ChildPlan {
+            programs: &programs,
+            argv: &argv_p,
+            envp: &envp_p,
             cwd,
-            stdio: Some([stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()]),
-            extra_fd: extras.fd,
-            foreground: None,
-            sigmask: &origin.mask,
-            sigdefault: &origin.sigdefault,
+            dup2: &dup2,
+            sigmask: crate::sys::sigset_bits(&origin.mask),
+            sigdefault: origin
+                .sigdefault
+                .iter()
+                .filter(|&&sig| (1..=crate::sys::MAX_SIGNAL).contains(&sig))
+                .fold(0u64, |bits, &sig| bits | 1u64 << (sig - 1)),
+            oom_score_adj: oom_text.as_deref().map(str::as_bytes),
+            rlimits: &rlimits,
+            creds: spec.setup.user.as_ref().map(|u| crate::sys::Creds {
+                uid: u.uid,
+                gid: u.gid,
+                groups: &u.groups,
+            }),
         };
 
-        let (pid, exit) = self.spawn_registered(&args, program_name)?;
+        let (pid, exit) = {
+            // The lock is held from before the clone until the pid is
+            // registered (see the module doc); a child whose set-up failed
+            // is reaped here, inside it, as glibc's posix_spawn does.
+            let mut registry = self.shared.reaper.lock();
+            match crate::sys::clone_vfork(&plan) {
+                Ok(pid) => {
+                    let (tx, rx) = oneshot::channel();
+                    registry.insert(pid, tx);
+                    (pid, ExitWatch(rx))
+                }
+                Err((step, errno, child)) => {
+                    if let Some(child) = child {
+                        crate::sys::waitpid_blocking(child);
+                    }
+                    drop(registry);
+                    return Err(child_error(step, errno, program_name, &spec.cwd));
+                }
+            }
+        };
 
         // The child's ends are closed here; the child has its own copies.
         Ok(Spawned {
@@ -395,6 +569,91 @@ impl Init {
             exit,
         })
     }
+}
+
+/// The error of a failed step of the child.
+fn child_error(step: ChildStep, errno: i32, program: String, cwd: &Cwd) -> SpawnError {
+    let reason = errno_text(&io::Error::from_raw_os_error(errno));
+    let setup = |step: &str| SpawnError::Setup {
+        step: step.to_owned(),
+        reason: reason.clone(),
+        errno,
+    };
+    match step {
+        ChildStep::Exec => SpawnError::Exec {
+            program,
+            reason,
+            errno: Some(errno),
+        },
+        ChildStep::Chdir => match cwd {
+            Cwd::Path(path) => SpawnError::Chdir {
+                path: path.display().to_string(),
+                reason,
+            },
+            // The descriptor's path is the caller's to know; as before, the
+            // failure reads as the exec's.
+            Cwd::Dir(_) | Cwd::Inherit => SpawnError::Exec {
+                program,
+                reason,
+                errno: Some(errno),
+            },
+        },
+        ChildStep::Setpgid => setup("setpgid"),
+        ChildStep::OomScoreAdj => setup("oom_score_adj"),
+        ChildStep::Rlimit(raw) => setup(&format!(
+            "setrlimit {}",
+            Resource::from_raw(raw).map_or("?", Resource::name)
+        )),
+        ChildStep::Setgroups => setup("setgroups"),
+        ChildStep::Setgid => setup("setgid"),
+        ChildStep::Setuid => setup("setuid"),
+        ChildStep::Dup => setup("dup2"),
+    }
+}
+
+/// NULL-terminated pointers to `strings`, which must outlive their use.
+fn pointers<'a>(strings: impl Iterator<Item = &'a CStr>) -> Vec<*const nix::libc::c_char> {
+    strings
+        .map(CStr::as_ptr)
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// The directories of the server's `PATH` (glibc's default `/bin:/usr/bin`
+/// when unset), read once: the server never changes its environment. As
+/// with `posix_spawnp`, a job's own `PATH` does not change where its
+/// program is looked up.
+fn search_path() -> &'static [Vec<u8>] {
+    static DIRS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    DIRS.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/bin:/usr/bin"));
+        path.as_bytes()
+            .split(|&b| b == b':')
+            .map(<[u8]>::to_vec)
+            .collect()
+    })
+}
+
+/// The paths `execvp` would try for `program`: itself when it names a path
+/// (has a `/`), else each `PATH` directory joined with it (an empty entry
+/// is the working directory).
+fn exec_candidates(program: &CStr) -> Vec<CString> {
+    let name = program.to_bytes();
+    if name.contains(&b'/') {
+        return vec![program.to_owned()];
+    }
+    search_path()
+        .iter()
+        .filter_map(|dir| {
+            let mut full = Vec::with_capacity(dir.len() + 1 + name.len());
+            full.extend_from_slice(dir);
+            if !dir.is_empty() {
+                full.push(b'/');
+            }
+            full.extend_from_slice(name);
+            CString::new(full).ok()
+        })
+        .collect()
 }
 
 impl Init {

@@ -5,7 +5,10 @@
 //! signal numbers including real-time ones (`kill`), querying a disposition
 //! glibc refuses to touch (`rt_sigaction`), close-on-exec by range
 //! (`close_range`, `fcntl`), glibc's allocator knobs (`mallopt`,
-//! `malloc_trim`), `posix_spawnp` (with `chdir`/`fchdir`/`tcsetpgrp` file actions), `tcgetpgrp`, and tokio's `AsyncFd::register`. The
+//! `malloc_trim`), `posix_spawnp` (with `chdir`/`fchdir`/`tcsetpgrp` file
+//! actions; init mode's main command), `clone(CLONE_VM | CLONE_VFORK)` with
+//! a child that makes only raw system calls (every job), `waitpid` of such a
+//! child whose set-up failed, `tcgetpgrp`, and tokio's `AsyncFd::register`. The
 //! policy (which signals, which thresholds, why) lives with the callers.
 //! Every `unsafe` block names the invariant it relies on.
 #![expect(unsafe_code, reason = "the one module that talks to libc directly")]
@@ -311,4 +314,406 @@ pub(crate) fn async_fd_register<T: std::os::fd::AsRawFd>(
     // owns `T`, so the descriptor stays open for as long as it is registered
     // and is deregistered before it is closed.
     unsafe { tokio::io::unix::AsyncFd::register(inner) }.map_err(|e| e.into_parts().1)
+}
+
+/// One `prlimit64` the [`clone_vfork`] child applies to itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rlimit {
+    /// `RLIMIT_*`.
+    pub(crate) resource: u32,
+    /// The soft limit.
+    pub(crate) soft: u64,
+    /// The hard limit.
+    pub(crate) hard: u64,
+}
+
+/// The identity the [`clone_vfork`] child takes before `exec`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Creds<'a> {
+    /// Real, effective and saved user id.
+    pub(crate) uid: u32,
+    /// Real, effective and saved group id.
+    pub(crate) gid: u32,
+    /// Supplementary groups (replacing ours).
+    pub(crate) groups: &'a [u32],
+}
+
+/// Which step of the [`clone_vfork`] child failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChildStep {
+    /// `setpgid(0, 0)`.
+    Setpgid,
+    /// Writing `/proc/self/oom_score_adj`.
+    OomScoreAdj,
+    /// `prlimit64` of this resource.
+    Rlimit(u32),
+    /// `setgroups`.
+    Setgroups,
+    /// `setresgid`.
+    Setgid,
+    /// `setresuid`.
+    Setuid,
+    /// `chdir`/`fchdir`.
+    Chdir,
+    /// `dup3`/`fcntl` of the child's descriptors.
+    Dup,
+    /// `execve` of every candidate.
+    Exec,
+}
+
+/// Everything the [`clone_vfork`] child does, prepared by the parent: the
+/// child only reads it and makes system calls.
+pub(crate) struct ChildPlan<'a> {
+    /// Paths to `execve` in order (the `PATH` lookup is done already); the
+    /// first that is not "not found" decides.
+    pub(crate) programs: &'a [CString],
+    /// NULL-terminated argv pointers into strings that outlive the call.
+    pub(crate) argv: &'a [*const libc::c_char],
+    /// NULL-terminated environment pointers, likewise.
+    pub(crate) envp: &'a [*const libc::c_char],
+    /// Directory to change to.
+    pub(crate) cwd: Chdir<'a>,
+    /// `(from, to)` descriptor copies, in order (stdio first, then any
+    /// descriptor a caller keeps open at a fixed number); `from == to`
+    /// clears close-on-exec instead, as `posix_spawn_file_actions_adddup2`.
+    pub(crate) dup2: &'a [(i32, i32)],
+    /// The child's signal mask (signal n at bit n-1).
+    pub(crate) sigmask: u64,
+    /// Signals reset to `SIG_DFL` whatever they are now (bit n-1).
+    pub(crate) sigdefault: u64,
+    /// Decimal text written to `/proc/self/oom_score_adj`, when set.
+    pub(crate) oom_score_adj: Option<&'a [u8]>,
+    /// Resource limits.
+    pub(crate) rlimits: &'a [Rlimit],
+    /// The identity to take.
+    pub(crate) creds: Option<Creds<'a>>,
+}
+
+/// A signal set as the kernel's 64-bit mask (signal n at bit n-1).
+pub(crate) fn sigset_bits(set: &SigSet) -> u64 {
+    let raw: &libc::sigset_t = set.as_ref();
+    // SAFETY: on Linux a sigset_t is an array of unsigned longs (128 bytes in
+    // glibc) with signal n at bit n-1 of word 0 for n <= 64; word 0 is in bounds.
+    unsafe { *(raw as *const libc::sigset_t).cast::<u64>() }
+}
+
+/// What the parent and the [`clone_vfork`] child share (`CLONE_VM`).
+struct Shared<'a> {
+    plan: &'a ChildPlan<'a>,
+    /// Set by the child when a step failed: which, and the errno.
+    failed: Option<(ChildStep, i32)>,
+}
+
+/// The [`clone_vfork`] child's stack. The child runs only `child_steps`: a
+/// few frames of raw system calls.
+const CHILD_STACK: usize = 64 * 1024;
+
+/// `clone(CLONE_VM | CLONE_VFORK | SIGCHLD)`: starts a child that shares our
+/// memory and runs [`ChildPlan`] (signal dispositions reset, new process
+/// group, `oom_score_adj`, resource limits, groups, gid, uid, working
+/// directory, descriptors, signal mask, `execve`) with raw system calls only,
+/// while this thread is suspended by the kernel until the child has
+/// executed or exited. This is what glibc's `posix_spawn` does, with the set-up
+/// steps `posix_spawn` lacks. Every signal is blocked in this thread around
+/// the clone, so that no handler of ours can run in the child (which shares
+/// our memory) before it has reset the dispositions.
+///
+/// On a failed step the child exits with 127 and the error comes back with
+/// its step; the caller must then reap the child (it holds the reaper's lock,
+/// see [`waitpid_blocking`]).
+pub(crate) fn clone_vfork(plan: &ChildPlan<'_>) -> Result<i32, (ChildStep, i32, Option<i32>)> {
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `Shared` of `clone_vfork`, whose frame is
+        // alive and suspended until this child executes or exits
+        // (CLONE_VFORK); nobody else touches it meanwhile.
+        let shared = unsafe { &mut *arg.cast::<Shared<'_>>() };
+        let failure = child_steps(shared.plan);
+        shared.failed = Some(failure);
+        // SAFETY: exit_group ends only this child (it is its own thread
+        // group: no CLONE_THREAD); it never returns.
+        unsafe { libc::syscall(libc::SYS_exit_group, 127) };
+        127
+    }
+
+    let mut shared = Shared { plan, failed: None };
+    let mut stack = vec![0u128; CHILD_STACK / 16];
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    // SAFETY: the raw rt_sigprocmask only changes this thread's mask (all
+    // signals, glibc's internal ones included, as glibc's posix_spawn does);
+    // both pointers are to valid 8-byte words.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &all as *const u64,
+            &mut old as *mut u64,
+            8usize,
+        );
+    }
+    // SAFETY: the stack is a live, writable allocation of CHILD_STACK bytes,
+    // 16-byte aligned at its top (clone wants the highest address); it and
+    // `shared` outlive the child's use of them, because CLONE_VFORK suspends
+    // us until the child has executed or exited. The child runs `entry`,
+    // which only makes raw system calls (no allocation, no lock, no TLS but
+    // errno, which is this suspended thread's), with every signal blocked.
+    let pid = unsafe {
+        let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
+        libc::clone(
+            entry,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut shared as *mut Shared<'_>).cast(),
+        )
+    };
+    let clone_errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: restores this thread's previous mask; pointer to a valid word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &old as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        );
+    }
+    drop(stack);
+    if pid < 0 {
+        return Err((ChildStep::Exec, clone_errno, None));
+    }
+    match shared.failed {
+        None => Ok(pid),
+        Some((step, errno)) => Err((step, errno, Some(pid))),
+    }
+}
+
+/// What [`wait4_any`] reaped.
+pub(crate) struct Waited {
+    /// The child.
+    pub(crate) pid: i32,
+    /// Its raw wait status.
+    pub(crate) status: i32,
+    /// Its user + system CPU time (its own, and that of the descendants it
+    /// waited for).
+    pub(crate) cpu: std::time::Duration,
+}
+
+/// `wait4(-1, &status, WNOHANG, &usage)`: reaps any child that has exited,
+/// with its resource usage. `Ok(None)`: children exist, none has exited.
+pub(crate) fn wait4_any() -> io::Result<Option<Waited>> {
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: wait4 writes only `status` and `usage`, both valid and
+    // writable for the call; a zeroed rusage is a valid value.
+    let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, usage.as_mut_ptr()) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        return Ok(None);
+    }
+    // SAFETY: zero-initialised, and filled by the kernel on success.
+    let usage = unsafe { usage.assume_init() };
+    let time = |t: libc::timeval| {
+        std::time::Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + std::time::Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    Ok(Some(Waited {
+        pid,
+        status,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+    }))
+}
+
+/// `waitpid(pid, 0)`: reaps one child that has exited or is about to (a
+/// [`clone_vfork`] child whose set-up failed). Retries on `EINTR`.
+pub(crate) fn waitpid_blocking(pid: i32) {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only `status`, a valid int.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// The errno of the last failed raw system call of this thread (in the
+/// [`clone_vfork`] child: the suspended parent thread's errno word, which it
+/// shares).
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno address, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// A raw system call that returns 0 or -1; `Err(errno)` on failure.
+macro_rules! raw {
+    ($($arg:expr),+ $(,)?) => {{
+        // SAFETY (for every use): the arguments are integers or pointers to
+        // live data of the plan, prepared and NUL-terminated by the parent.
+        let rc = unsafe { libc::syscall($($arg),+) };
+        if rc < 0 { Err(errno()) } else { Ok(rc) }
+    }};
+}
+
+/// The kernel's x86_64 `struct sigaction`.
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+/// The child's side of [`clone_vfork`]: raw system calls only. Returns only
+/// on failure, with the step and errno.
+fn child_steps(plan: &ChildPlan<'_>) -> (ChildStep, i32) {
+    // Dispositions first: no handler of the parent's may run here. As glibc's
+    // posix_spawn child: `sigdefault` → SIG_DFL; glibc's internal signals
+    // (32, 33) → SIG_IGN otherwise; any other signal with a handler → SIG_DFL.
+    for sig in 1..=MAX_SIGNAL {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let new = if plan.sigdefault & (1u64 << (sig - 1)) != 0 {
+            libc::SIG_DFL
+        } else if sig == 32 || sig == 33 {
+            libc::SIG_IGN
+        } else {
+            let mut old = KernelSigaction {
+                handler: 0,
+                flags: 0,
+                restorer: 0,
+                mask: 0,
+            };
+            let null = std::ptr::null::<KernelSigaction>();
+            if raw!(
+                libc::SYS_rt_sigaction,
+                sig,
+                null,
+                &mut old as *mut KernelSigaction,
+                8usize
+            )
+            .is_err()
+                || old.handler == libc::SIG_DFL
+                || old.handler == libc::SIG_IGN
+            {
+                continue;
+            }
+            libc::SIG_DFL
+        };
+        let act = KernelSigaction {
+            handler: new,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        let null = std::ptr::null_mut::<KernelSigaction>();
+        let _ = raw!(
+            libc::SYS_rt_sigaction,
+            sig,
+            &act as *const KernelSigaction,
+            null,
+            8usize
+        );
+    }
+    if let Err(e) = raw!(libc::SYS_setpgid, 0, 0) {
+        return (ChildStep::Setpgid, e);
+    }
+    // Before the identity changes: once it has, /proc/self belongs to root
+    // (the process is no longer dumpable) and the write would be refused.
+    if let Some(text) = plan.oom_score_adj {
+        let path = c"/proc/self/oom_score_adj";
+        let fd = match raw!(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC
+        ) {
+            Ok(fd) => fd,
+            Err(e) => return (ChildStep::OomScoreAdj, e),
+        };
+        let written = raw!(libc::SYS_write, fd, text.as_ptr(), text.len());
+        let _ = raw!(libc::SYS_close, fd);
+        if let Err(e) = written {
+            return (ChildStep::OomScoreAdj, e);
+        }
+    }
+    for limit in plan.rlimits {
+        let new = [limit.soft, limit.hard];
+        let null = std::ptr::null_mut::<u64>();
+        if let Err(e) = raw!(libc::SYS_prlimit64, 0, limit.resource, new.as_ptr(), null) {
+            return (ChildStep::Rlimit(limit.resource), e);
+        }
+    }
+    if let Some(creds) = plan.creds {
+        // Groups, then gid, then uid: each later step needs the privilege
+        // that the uid change gives up. Raw calls change only this thread's
+        // credentials, and this child is a single thread.
+        if let Err(e) = raw!(
+            libc::SYS_setgroups,
+            creds.groups.len(),
+            creds.groups.as_ptr()
+        ) {
+            return (ChildStep::Setgroups, e);
+        }
+        if let Err(e) = raw!(libc::SYS_setresgid, creds.gid, creds.gid, creds.gid) {
+            return (ChildStep::Setgid, e);
+        }
+        if let Err(e) = raw!(libc::SYS_setresuid, creds.uid, creds.uid, creds.uid) {
+            return (ChildStep::Setuid, e);
+        }
+    }
+    // After the identity change (the user must be able to enter it), before
+    // the dups (a directory descriptor below 3 is used before a dup replaces it).
+    let chdir = match plan.cwd {
+        Chdir::Inherit => Ok(0),
+        Chdir::Path(path) => raw!(libc::SYS_chdir, path.as_ptr()),
+        Chdir::Fd(fd) => {
+            use std::os::fd::AsRawFd;
+            raw!(libc::SYS_fchdir, fd.as_raw_fd())
+        }
+    };
+    if let Err(e) = chdir {
+        return (ChildStep::Chdir, e);
+    }
+    for &(from, to) in plan.dup2 {
+        let done = if from == to {
+            raw!(libc::SYS_fcntl, to, libc::F_SETFD, 0)
+        } else {
+            raw!(libc::SYS_dup3, from, to, 0)
+        };
+        if let Err(e) = done {
+            return (ChildStep::Dup, e);
+        }
+    }
+    let null = std::ptr::null_mut::<u64>();
+    let _ = raw!(
+        libc::SYS_rt_sigprocmask,
+        libc::SIG_SETMASK,
+        &plan.sigmask as *const u64,
+        null,
+        8usize
+    );
+    // execvp's rules (glibc's posix_spawnp): go on past "not found" and
+    // "permission denied" (remembered), stop at any other error.
+    let mut error = libc::ENOENT;
+    let mut eacces = false;
+    for program in plan.programs {
+        let Err(e) = raw!(
+            libc::SYS_execve,
+            program.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr()
+        ) else {
+            continue;
+        };
+        error = e;
+        match e {
+            libc::EACCES => eacces = true,
+            libc::ENOENT | libc::ESTALE | libc::ENOTDIR | libc::ENODEV | libc::ETIMEDOUT => {}
+            _ => return (ChildStep::Exec, e),
+        }
+    }
+    (ChildStep::Exec, if eacces { libc::EACCES } else { error })
 }

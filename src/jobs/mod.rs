@@ -18,8 +18,10 @@
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
 //! - [`shell_session`]: shell sessions, their state and the epilogue that
 //!   reports it (SPEC §17).
+//! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 
 pub mod breaker;
+pub mod oom;
 pub mod result;
 pub mod runner;
 pub mod shell_session;
@@ -56,6 +58,8 @@ pub struct Settings {
     pub breaker_cooldown: Duration,
     /// How long a shell session lives after its last job (SPEC §17).
     pub shell_session_idle: Duration,
+    /// The `oom_score_adj` each job's child writes (`None`: it inherits ours).
+    pub oom_score_adj: Option<i32>,
 }
 
 /// Resolves a shell session's working directory under the cwd policy
@@ -75,6 +79,9 @@ pub(crate) struct Shared {
     breaker: breaker::Breaker,
     pub(crate) sessions: shell_session::Sessions,
     resolve_cwd: std::sync::OnceLock<CwdResolver>,
+    /// The memory cgroup's OOM-kill counter, when readable.
+    pub(crate) oom: Option<oom::OomCounter>,
+    oom_score_adj: Option<i32>,
 }
 
 /// What a job asks for.
@@ -133,6 +140,13 @@ pub enum Awaited {
 impl Jobs {
     /// A service over `init`.
     pub fn new(init: Init, settings: &Settings) -> Jobs {
+        let oom = oom::OomCounter::locate();
+        match &oom {
+            Some(c) => tracing::debug!(counter = %c.path().display(), "reading OOM kills"),
+            None => tracing::info!(
+                "no readable memory-cgroup OOM-kill counter: no job is reported as OOM-killed"
+            ),
+        }
         Jobs {
             shared: Arc::new(Shared {
                 table: JobTable::new(settings.max_running, settings.max_queued),
@@ -144,6 +158,8 @@ impl Jobs {
                 ),
                 sessions: shell_session::Sessions::new(settings.shell_session_idle),
                 resolve_cwd: std::sync::OnceLock::new(),
+                oom,
+                oom_score_adj: settings.oom_score_adj,
             }),
         }
     }
@@ -300,8 +316,10 @@ impl Jobs {
     }
 
     /// Shuts every job down (SPEC §2.5 steps 2–4) and returns what survived.
+    /// Every job that has not ended by then ends with `cause: "shutdown"`.
     pub async fn shutdown(&self) -> init::ShutdownReport {
         let shared = &self.shared;
+        shared.table.set_cause_all(Cause::Shutdown);
         shared
             .init
             .shutdown(shared.table.pgids(), shared.grace)
@@ -356,7 +374,7 @@ impl Shared {
             if let Some(error) = cwd_error {
                 self.sessions.finish(&session.name, snap.generation, None);
                 tracing::info!(job = %id, %error, "job failed to start");
-                crate::metrics::job_finished("start_error");
+                crate::metrics::job_finished("start_error", None);
                 self.table.start_failed(id, error);
                 self.admit_next();
                 return None;
@@ -367,6 +385,17 @@ impl Shared {
                 state: None,
             });
         }
+        if spec.setup.oom_score_adj.is_none() {
+            spec.setup.oom_score_adj = self.oom_score_adj;
+        }
+        // Read before the spawn: a rise after it is the job's (SPEC §16).
+        let oom_kills = self.oom.as_ref().and_then(oom::OomCounter::read);
+        let cpu_seconds = spec
+            .setup
+            .limits
+            .iter()
+            .find(|l| l.resource == init::Resource::CpuSeconds)
+            .map(|l| l.soft);
         let spawned = match self.breaker.check() {
             Err(refusal) => {
                 crate::metrics::spawn_failed("breaker_open");
@@ -406,7 +435,7 @@ impl Shared {
                     self.sessions.finish(&run.name, run.generation, None);
                 }
                 tracing::info!(job = %id, %error, "job failed to start");
-                crate::metrics::job_finished("start_error");
+                crate::metrics::job_finished("start_error", None);
                 self.table.start_failed(id, error);
                 self.admit_next();
                 return None;
@@ -449,6 +478,8 @@ impl Shared {
         let limits = runner::Limits {
             deadline: timeout.map(|t| Instant::now() + t),
             idle: idle_timeout,
+            oom_kills,
+            cpu_seconds,
         };
         tokio::spawn(runner::run(
             Arc::clone(&self),

@@ -5,8 +5,8 @@
 //! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `stdout`,
 //! `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
-//!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended by
-//!   the server) or `error`.
+//!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended at a
+//!   deadline) or `error`.
 //! - `exit_code`: only when terminal; `-1` for death by signal, a start
 //!   error, or a lost status (which is logged where it happens).
 //! - `signal`: the description (`"terminated"`), only on death by signal,
@@ -15,8 +15,9 @@
 //!   before it started).
 //! - `stdout`/`stderr`: slices (SPEC §5.1), only when captured.
 //! - Part II fields, from revision 2025-03-26 on and only when they apply:
-//!   `queued_for` (`"capacity"`), `label`, `timed_out` + `cause` (a job the
-//!   server ended at a deadline), `started_at` (RFC 3339, UTC, ms) and
+//!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
+//!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
+//!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
 //!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited).
 //!   A 2024-11-05 session sees exactly the reference shapes.
 
@@ -76,7 +77,9 @@ impl Status {
         let part_two = revision.has_part_two();
         let state = match phase {
             Phase::Queued if !part_two => "running",
-            p if p.is_terminal() && cause.is_some() => "error",
+            // A deadline ends a job as an error even if it exited 0 after
+            // TERM (SPEC §12.1); other causes never change the state.
+            p if p.is_terminal() && cause.is_some_and(Cause::is_deadline) => "error",
             p => p.name(),
         };
         let mut s = Status {
@@ -190,7 +193,7 @@ impl JobResult {
         };
         if revision.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {
-                r.timed_out = Some(true);
+                r.timed_out = cause.is_deadline().then_some(true);
                 r.cause = Some(cause.name());
             }
             if let JobState::Started { ran, .. } = &job.state {
@@ -205,7 +208,7 @@ impl JobResult {
     /// The terminal result as delivered by `execute`, `wait` and `kill`:
     /// status plus the streams of the job's capture policy for its outcome.
     pub fn delivered(job: &Job, view: &View<'_>) -> JobResult {
-        let success = job.phase().is_success() && job.cause.is_none();
+        let success = job.phase().is_success() && !job.cause.is_some_and(Cause::is_deadline);
         let side = job.capture.side(success);
         JobResult::with_streams(job, &side.stdout, &side.stderr, view)
     }
@@ -224,4 +227,21 @@ impl JobResult {
 
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::version::LATEST;
+
+    #[test]
+    fn only_a_deadline_turns_an_exit_0_into_an_error() {
+        let rev = Revision::negotiate(Some(LATEST));
+        let state = |cause| Status::new(JobId(1), &Phase::Exited(0), cause, None, rev).state;
+        assert_eq!(state(None), "success");
+        assert_eq!(state(Some(Cause::Shutdown)), "success");
+        assert_eq!(state(Some(Cause::Killed)), "success");
+        assert_eq!(state(Some(Cause::Timeout)), "error");
+        assert_eq!(state(Some(Cause::IdleTimeout)), "error");
+    }
 }

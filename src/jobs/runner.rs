@@ -14,13 +14,13 @@ use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use init::{ExitStatus, ExitWatch};
+use init::{ExitStatus, ExitWatch, Reaped};
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use std::time::Duration;
 
-use init::Pid;
+use init::{Pid, Signal};
 use tokio::time::Instant;
 
 use super::{Cause, JobId, JobTable, Outcome, Shared, Stream, shell_session, sleep_until_opt};
@@ -202,12 +202,72 @@ impl StateBuf {
 }
 
 /// The deadlines a runner enforces (SPEC §12.1, §12.9).
+/// The deadlines a runner enforces (SPEC §12.1, §12.9), and what it needs
+/// to tell why the job ended (SPEC §16).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// When the job is ended as timed out.
     pub deadline: Option<Instant>,
     /// End the job when it writes nothing for this long.
     pub idle: Option<Duration>,
+    /// The memory cgroup's OOM-kill counter read just before the spawn.
+    pub oom_kills: Option<u64>,
+    /// The job's `cpu_seconds` limit (its soft `RLIMIT_CPU`).
+    pub cpu_seconds: Option<u64>,
+}
+
+/// How the direct child ended, as the reaper reported it.
+struct Ended {
+    outcome: Outcome,
+    /// Its CPU time (`wait4`), when its status arrived.
+    cpu: Option<Duration>,
+}
+
+/// Why a job whose direct child ended with `end` did, as the kernel says —
+/// when the server has not already recorded a cause of its own (`ours`): a
+/// signal our `kill` sent (`kill_signals`), a resource-limit signal, a
+/// SIGKILL while the OOM-kill counter rose past `limits.oom_kills` (read
+/// again now), or a SIGKILL with the child's CPU time at its `cpu_seconds`
+/// (the hard limit, one second above, when it ignored SIGXCPU). Anything
+/// else has no known cause: an exit code is never a cause.
+fn kernel_cause(
+    end: &Ended,
+    (ours, kill_signals): (Option<Cause>, u128),
+    limits: &Limits,
+    counter: Option<&super::oom::OomCounter>,
+) -> Option<Cause> {
+    if ours.is_some() {
+        return None;
+    }
+    let before = limits.oom_kills;
+    match end.outcome {
+        Outcome::Signaled(s)
+            if u32::try_from(s.as_raw())
+                .is_ok_and(|bit| kill_signals & 1u128.checked_shl(bit).unwrap_or(0) != 0) =>
+        {
+            Some(Cause::Killed)
+        }
+        Outcome::Signaled(s) if s == Signal::XCPU => Some(Cause::CpuLimit),
+        Outcome::Signaled(s) if s == Signal::XFSZ => Some(Cause::FileSizeLimit),
+        Outcome::Signaled(s) if s == Signal::KILL => {
+            let oom = counter
+                .and_then(super::oom::OomCounter::read)
+                .zip(before)
+                .is_some_and(|(now, before)| now > before);
+            let at_cpu_limit = end
+                .cpu
+                .zip(limits.cpu_seconds)
+                .is_some_and(|(cpu, max)| cpu >= Duration::from_secs(max));
+            if oom {
+                Some(Cause::Oom)
+            } else if at_cpu_limit {
+                Some(Cause::CpuLimit)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Runs until both pipes hit EOF after the child exited, or the job is
@@ -233,8 +293,9 @@ pub(crate) async fn run(
     let Io {
         stdout,
         stderr,
-        mut exit,
+        exit,
     } = io;
+    let mut exit = exit.with_usage();
     let table = &shared.table;
     let mut out = Some(stdout);
     let mut err = Some(stderr);
@@ -255,14 +316,28 @@ pub(crate) async fn run(
                         drain_present(table, id, stream, rx);
                     }
                 }
-                let end = match status {
-                    Ok(ExitStatus::Exited(code)) => Outcome::Exited(code),
-                    Ok(ExitStatus::Signaled(signal)) => Outcome::Signaled(signal),
+                let ended = match status {
+                    Ok(Reaped { status: ExitStatus::Exited(code), cpu }) => Ended {
+                        outcome: Outcome::Exited(code),
+                        cpu: Some(cpu),
+                    },
+                    Ok(Reaped { status: ExitStatus::Signaled(signal), cpu }) => Ended {
+                        outcome: Outcome::Signaled(signal),
+                        cpu: Some(cpu),
+                    },
                     Err(e) => {
                         tracing::error!(job = %id, error = %e, "exit status lost");
-                        Outcome::Lost
+                        Ended { outcome: Outcome::Lost, cpu: None }
                     }
                 };
+                let end = ended.outcome;
+                let ours = table.with(id, |j| (j.cause, j.kill_signals)).unwrap_or((None, 0));
+                let kernel = kernel_cause(&ended, ours, &limits, shared.oom.as_ref());
+                let ours = ours.0;
+                if let Some(cause) = kernel {
+                    tracing::info!(job = %id, cause = cause.name(), "job ended by the kernel");
+                    table.set_cause(id, cause);
+                }
                 if let Some(run) = session.take() {
                     if let Some(rx) = state_rx.take() {
                         state.drain_present(&rx);
@@ -281,12 +356,15 @@ pub(crate) async fn run(
                     shared.admit_next();
                 }
                 crate::metrics::job_duration(started.elapsed());
-                crate::metrics::job_finished(match end {
-                    _ if expired => "timeout",
-                    Outcome::Exited(0) => "success",
-                    Outcome::Signaled(_) => "signal",
-                    Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
-                });
+                crate::metrics::job_finished(
+                    match end {
+                        _ if expired => "timeout",
+                        Outcome::Exited(0) => "success",
+                        Outcome::Signaled(_) => "signal",
+                        Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
+                    },
+                    ours.or(kernel).map(Cause::name),
+                );
             }
             () = sleep_until_opt(limits.deadline), if !exited && !expired => {
                 expired = true;

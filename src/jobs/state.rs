@@ -196,13 +196,26 @@ impl Phase {
     }
 }
 
-/// Why the server ended a job itself, when it did (SPEC §12.1, §12.9).
+/// Why a job ended, when that is known (SPEC §12.1, §12.9, §16): the server
+/// ended it, or the kernel did for a reason it told us. Never inferred from
+/// an exit code; a lost status has no cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
     /// Its deadline (`timeout`, `MCP_EXEC_JOB_TIMEOUT`) passed.
     Timeout,
     /// It wrote nothing for `idle_timeout`.
     IdleTimeout,
+    /// Our `kill` signalled it.
+    Killed,
+    /// The server shut down while it ran.
+    Shutdown,
+    /// The kernel's OOM killer: a SIGKILL none of ours sent while the memory
+    /// cgroup's OOM-kill counter rose.
+    Oom,
+    /// Its `cpu_seconds` ran out (SIGXCPU).
+    CpuLimit,
+    /// It wrote past `file_size_bytes` (SIGXFSZ).
+    FileSizeLimit,
 }
 
 impl Cause {
@@ -211,7 +224,17 @@ impl Cause {
         match self {
             Cause::Timeout => "timeout",
             Cause::IdleTimeout => "idle_timeout",
+            Cause::Killed => "killed",
+            Cause::Shutdown => "shutdown",
+            Cause::Oom => "oom",
+            Cause::CpuLimit => "cpu_limit",
+            Cause::FileSizeLimit => "file_size_limit",
         }
+    }
+
+    /// A deadline of ours: the result says `timed_out: true`.
+    pub fn is_deadline(self) -> bool {
+        matches!(self, Cause::Timeout | Cause::IdleTimeout)
     }
 }
 

@@ -58,8 +58,11 @@ pub struct Job {
     pub state: JobState,
     /// Its label (SPEC §12.4).
     pub label: Option<String>,
-    /// Why the server ended it, if it did.
+    /// Why it ended, when known (the server's reason, or the kernel's).
     pub cause: Option<Cause>,
+    /// The signals our `kill` sent it (bit n for signal n): its death by
+    /// one of them is `cause: "killed"`.
+    pub kill_signals: u128,
     /// When it entered the queue, if it had to wait there.
     pub queued_at: Option<Instant>,
     /// When it last wrote output (or started).
@@ -99,6 +102,7 @@ impl Job {
             state: JobState::Queued(Some(Box::new(pending))),
             label,
             cause: None,
+            kill_signals: 0,
             queued_at: None,
             last_output: Instant::now(),
             stdout: Window::new(window),
@@ -461,10 +465,31 @@ impl JobTable {
         self.lock().jobs.get(&id).map(f)
     }
 
-    /// Records why the server is ending a job (first cause wins).
+    /// Records why a job is ending (first cause wins; a job that is
+    /// already terminal keeps what it has).
     pub fn set_cause(&self, id: JobId, cause: Cause) {
-        if let Some(job) = self.lock().jobs.get_mut(&id) {
+        if let Some(job) = self.lock().jobs.get_mut(&id)
+            && !job.state.is_terminal()
+        {
             job.cause.get_or_insert(cause);
+        }
+    }
+
+    /// Records, before it is sent, that our `kill` sends `signal` to a job.
+    pub fn note_kill(&self, id: JobId, signal: init::Signal) {
+        if let Some(job) = self.lock().jobs.get_mut(&id)
+            && let Ok(bit) = u32::try_from(signal.as_raw())
+        {
+            job.kill_signals |= 1u128.checked_shl(bit).unwrap_or(0);
+        }
+    }
+
+    /// Marks every job that has not ended as ended by shutdown.
+    pub fn set_cause_all(&self, cause: Cause) {
+        for job in self.lock().jobs.values_mut() {
+            if !job.state.is_terminal() {
+                job.cause.get_or_insert(cause);
+            }
         }
     }
 

@@ -11,6 +11,8 @@
 //!
 //! - [`cwd`]: where jobs may start (SPEC §12.5).
 //! - [`redact`]: secret redaction of process output (SPEC §12.6).
+//! - [`identity`]: who a job runs as and what it may use (SPEC §16).
 
 pub mod cwd;
+pub mod identity;
 pub mod redact;

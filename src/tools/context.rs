@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::jobs::result::View;
 use crate::policy::cwd::CwdPolicy;
+use crate::policy::identity::JobPolicy;
 use crate::policy::redact::Redactor;
 use crate::protocol::version::Revision;
 
@@ -23,6 +24,8 @@ pub struct App {
     pub cwd: CwdPolicy,
     /// Secret redaction of returned output, when on (SPEC §12.6).
     pub redact: Option<Redactor>,
+    /// What `user` and `limits` may ask for (SPEC §16).
+    pub job_policy: JobPolicy,
     /// Settings.
     pub config: Config,
 }

@@ -28,6 +28,7 @@ use crate::jobs::result::{JobResult, Status};
 use crate::jobs::state::Phase;
 use crate::jobs::{Awaited, Claim, JobId, Pending, Submitted};
 use crate::policy::cwd::Refusal;
+use crate::policy::identity::JobPolicy;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -74,7 +75,19 @@ fn input_schema(rev: Revision) -> Value {
             "label": {"type": "string", "maxLength": 200, "description": "Shown with the job in status, list_jobs and results."},
             "max_output_bytes": {"type": "integer", "minimum": 1, "description": "This job's retained window per stream (default MCP_EXEC_MAX_OUTPUT_BYTES)."},
             "idle_timeout": {"type": "number", "exclusiveMinimum": 0, "description": "End the job when it writes nothing for this many seconds (result cause:\"idle_timeout\")."},
-            "shell_session": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "Run in this shell session: start in its working directory with its exported variables (cwd/env still override), after its earlier jobs; a command that exits on its own hands its final cwd and exports to the next. Created by its first job; see shell_sessions."}
+            "shell_session": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "Run in this shell session: start in its working directory with its exported variables (cwd/env still override), after its earlier jobs; a command that exits on its own hands its final cwd and exports to the next. Created by its first job; see shell_sessions."},
+            "user": {"type": "string", "description": "Run as this user: \"name\" (groups from /etc/passwd and /etc/group), \"uid\" or \"uid:gid\". Needs the server to run as root."},
+            "limits": {
+                "type": "object",
+                "description": "Resource limits of the job's processes; each at most the server's MCP_EXEC_JOB_LIMITS, whose values are the defaults.",
+                "properties": {
+                    "address_space_bytes": {"type": "integer", "minimum": 1, "description": "RLIMIT_AS: virtual address space (not resident memory)."},
+                    "processes": {"type": "integer", "minimum": 1, "description": "RLIMIT_NPROC: processes of the job's user (needs user; not enforced for root)."},
+                    "cpu_seconds": {"type": "integer", "minimum": 1, "description": "RLIMIT_CPU: CPU seconds per process (result cause:\"cpu_limit\")."},
+                    "file_size_bytes": {"type": "integer", "minimum": 1, "description": "RLIMIT_FSIZE: largest file it may write (result cause:\"file_size_limit\")."},
+                    "open_files": {"type": "integer", "minimum": 1, "description": "RLIMIT_NOFILE: open descriptors."}
+                }
+            }
         });
         if let (Some(props), Value::Object(extra)) = (schema["properties"].as_object_mut(), extra) {
             props.extend(extra);
@@ -120,6 +133,8 @@ pub(crate) struct Request {
     pub(crate) idle_timeout: Option<Duration>,
     /// The shell session to run in (SPEC §17).
     pub(crate) shell_session: Option<String>,
+    /// `user`, `limits` (and the server's default limits), SPEC §16.
+    pub(crate) setup: init::Setup,
 }
 
 fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
@@ -171,8 +186,15 @@ fn positive_seconds(a: &Args, key: &str) -> Result<Option<Duration>, ToolError> 
 }
 
 /// Parses `execute`'s arguments as a session of `revision` sees them (the
-/// tool passes its session's; `POST /exec` the latest).
-pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Request, ToolError> {
+/// tool passes its session's; `POST /exec` the latest). `jobs` says what
+/// `user` and `limits` may ask for; its default limits apply to every job,
+/// Part I sessions' too.
+pub(crate) fn parse(
+    a: &Args,
+    config: &Config,
+    jobs: &JobPolicy,
+    revision: Revision,
+) -> Result<Request, ToolError> {
     let part_two = revision.has_part_two();
     let program = command(a, part_two)?;
     let env = match a.get("env") {
@@ -214,6 +236,7 @@ pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Req
         max_output_bytes: config.max_output_bytes,
         idle_timeout: None,
         shell_session: None,
+        setup: jobs.setup(None, None).map_err(ToolError::invalid)?,
     };
     if !part_two {
         // A 2024-11-05 session sees exactly Part I: its inputs are ignored.
@@ -242,6 +265,14 @@ pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Req
         }
         req.label = Some(label.to_owned());
     }
+    let user = match a.get("user") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(_) => return Err(ToolError::invalid("\"user\" must be a string")),
+    };
+    req.setup = jobs
+        .setup(user, a.get("limits"))
+        .map_err(ToolError::invalid)?;
     match a.get("max_output_bytes") {
         None | Some(Value::Null) => {}
         Some(v) => {
@@ -263,7 +294,9 @@ pub(crate) fn parse(a: &Args, config: &Config, revision: Revision) -> Result<Req
 
 impl Request {
     /// Joins the request's shell session, if it names one (creating it),
-    /// as the job's user — for now always the server's own (`None`).
+    /// as the job's user: its uid when it has a `user` (SPEC §16), else the
+    /// server's own (`None`). The uid is the key, so `"nobody"` and
+    /// `"65534"` are one owner.
     pub(crate) fn session_use(
         &self,
         jobs: &crate::jobs::Jobs,
@@ -271,7 +304,7 @@ impl Request {
         let Some(name) = &self.shell_session else {
             return Ok(None);
         };
-        let owner = None;
+        let owner = self.setup.user.as_ref().map(|c| c.uid.to_string());
         jobs.sessions()
             .join(name, &owner)
             .map_err(|e| ToolError::invalid(e.to_string()))?;
@@ -288,7 +321,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 async fn execute(call: &Call, a: &Args) -> Outcome {
-    let req = parse(a, &call.app.config, call.revision)?;
+    let req = parse(a, &call.app.config, &call.app.job_policy, call.revision)?;
     let jobs = &call.app.jobs;
     let rev = call.revision;
     let cwd = match call.app.cwd.resolve(req.cwd.as_deref()) {
@@ -307,6 +340,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
                     program: req.program,
                     cwd,
                     env: req.env,
+                    setup: req.setup,
                 },
                 stdin: req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes),
                 close_stdin: req.close_stdin,

@@ -204,6 +204,10 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
             Phase::Draining => "waiting for the process group to drain",
         });
     };
+    // Noted before any is sent: a death by one of them is `cause: "killed"`.
+    for step in &steps {
+        table.note_kill(id, step.signal);
+    }
     let done = cancellable(&call.cancel, jobs.terminate(id, pgid, &steps, on_phase))
         .await?
         .map_err(|e| ToolError::SignalFailed(e.to_string()))?;

@@ -118,11 +118,27 @@ impl Target {
         require(check, &format!("target {self:?}"))
     }
 
-    /// The image of a container target.
+    /// The image of a container target: `localhost/mcp-exec:scratch|tini`,
+    /// or the tag in `MCP_EXEC_TEST_IMAGE_SCRATCH|TINI` (a private copy, so
+    /// that a run is not disturbed by someone rebuilding the shared tags).
     pub fn image(self) -> Option<&'static str> {
+        static SCRATCH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        static TINI: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let pick = |cell: &'static std::sync::OnceLock<String>, var: &str, default: &str| {
+            cell.get_or_init(|| std::env::var(var).unwrap_or_else(|_| default.to_owned()))
+                .as_str()
+        };
         match self {
-            Target::Scratch => Some("localhost/mcp-exec:scratch"),
-            Target::Tini => Some("localhost/mcp-exec:tini"),
+            Target::Scratch => Some(pick(
+                &SCRATCH,
+                "MCP_EXEC_TEST_IMAGE_SCRATCH",
+                "localhost/mcp-exec:scratch",
+            )),
+            Target::Tini => Some(pick(
+                &TINI,
+                "MCP_EXEC_TEST_IMAGE_TINI",
+                "localhost/mcp-exec:tini",
+            )),
             _ => None,
         }
     }

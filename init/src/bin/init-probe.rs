@@ -215,6 +215,7 @@ fn orphan_maker_spec(count: usize, secs: &str) -> SpawnSpec {
         ]),
         cwd: Cwd::Inherit,
         env: Vec::new(),
+        setup: Default::default(),
     }
 }
 
@@ -254,6 +255,7 @@ async fn exit_immediately(init: &Init) {
         program: Program::Argv(vec![OsString::from("true")]),
         cwd: Cwd::Inherit,
         env: Vec::new(),
+        setup: Default::default(),
     };
     let mut arrived = 0;
     let mut failures = Vec::new();

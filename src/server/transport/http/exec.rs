@@ -100,7 +100,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
     };
     let app = &state.app;
     let revision = Revision::negotiate(Some(LATEST));
-    let req = match execute::parse(&args, &app.config, revision) {
+    let req = match execute::parse(&args, &app.config, &app.job_policy, revision) {
         Ok(r) => r,
         Err(e) => return bad(e),
     };
@@ -126,6 +126,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
                 program: req.program,
                 cwd,
                 env: req.env,
+                setup: req.setup,
             },
             stdin: stdin_data,
             // The stdin string is written and then stdin is closed.
