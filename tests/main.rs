@@ -59,5 +59,8 @@ mod health;
 /// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
 mod http;
 
+/// Fault injection: resources running out, hostile jobs, misbehaving clients.
+mod faults;
+
 /// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
 mod kube;
