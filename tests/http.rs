@@ -17,6 +17,9 @@ use crate::support::{LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
 /// `POST /exec`: streaming execution (SPEC §11.2).
 mod exec;
 
+/// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
+mod abuse;
+
 /// Sends one request (`Connection: close`) and reads the whole response.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     request(port, method, path, headers, body, TIMEOUT).expect("an HTTP exchange")
