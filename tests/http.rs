@@ -20,6 +20,9 @@ mod exec;
 /// `/files`: streamed file transfer and the file API (SPEC §13.2).
 mod files;
 
+/// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
+mod abuse;
+
 /// Sends one request (`Connection: close`) and reads the whole response.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     request(port, method, path, headers, body, TIMEOUT).expect("an HTTP exchange")

@@ -61,8 +61,12 @@ mod http;
 
 /// File transfer over MCP (SPEC §13.1): upload and download on every target.
 mod files;
+
 /// Per-job user, groups and limits; the OOM ordering; why a job ended (SPEC §16).
 mod identity;
+
+/// Fault injection: resources running out, hostile jobs, misbehaving clients.
+mod faults;
 
 /// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
 mod kube;

@@ -150,6 +150,8 @@ pub struct Conn {
     protocol: Option<String>,
     next_id: u64,
     request: Vec<u8>,
+    /// `Authorization` value sent with every request, when set.
+    auth: Option<String>,
 }
 
 impl Conn {
@@ -170,6 +172,7 @@ impl Conn {
             protocol: None,
             next_id: 0,
             request: Vec::with_capacity(1024),
+            auth: None,
         })
     }
 
@@ -188,6 +191,11 @@ impl Conn {
             r.extend_from_slice(s.as_bytes());
             r.extend_from_slice(b"\r\n");
         }
+        if let Some(a) = &self.auth {
+            r.extend_from_slice(b"Authorization: ");
+            r.extend_from_slice(a.as_bytes());
+            r.extend_from_slice(b"\r\n");
+        }
         if let Some(p) = &self.protocol {
             r.extend_from_slice(b"MCP-Protocol-Version: ");
             r.extend_from_slice(p.as_bytes());
@@ -202,6 +210,49 @@ impl Conn {
         let sent = Instant::now();
         let response = read_response(&mut self.reader)?;
         Ok((sent.elapsed(), response))
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` with every later request.
+    pub fn set_token(&mut self, token: &str) {
+        self.auth = Some(format!("Bearer {token}"));
+    }
+
+    /// Sends `method path` with exactly `headers` (no session, no token)
+    /// and `body`; the response. For requests outside a session, such as
+    /// the abusive ones of the `http_abuse` scenario.
+    pub fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Response, Error> {
+        let mut r = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n",
+            self.host,
+            body.len()
+        );
+        for (k, v) in headers {
+            r.push_str(&format!("{k}: {v}\r\n"));
+        }
+        r.push_str("\r\n");
+        let stream = self.reader.get_mut();
+        stream
+            .write_all(r.as_bytes())
+            .and_then(|()| stream.write_all(body))
+            .map_err(|e| Error(format!("writing a request: {e}")))?;
+        read_response(&mut self.reader)
+    }
+
+    /// `DELETE /mcp` of this connection's session (SPEC §11); its status.
+    pub fn delete_session(&mut self) -> Result<u16, Error> {
+        let session = self.session.take().unwrap_or_default();
+        let auth = self.auth.clone();
+        let mut headers = vec![("Mcp-Session-Id", session.as_str())];
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        Ok(self.send("DELETE", "/mcp", &headers, b"")?.status)
     }
 
     /// Sends a request; returns the time and its checked `result`.

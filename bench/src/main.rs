@@ -21,7 +21,11 @@
 //! keep-alive client of [`http_client`], [`report`] compares them,
 //! [`stats`] holds the statistics, [`smaps`] breaks the idle RSS down by
 //! mapping, and [`sys`] holds the harness's only `unsafe` (two libc calls).
+//! The robustness scenarios of issue 15: [`soak`] (many mixed jobs, RSS and
+//! descriptors sampled) and [`abuse`] (a client's latency while others
+//! abuse the HTTP listener).
 
+mod abuse;
 mod baseline;
 mod bounded;
 mod client;
@@ -32,6 +36,7 @@ mod identity;
 mod report;
 mod scenarios;
 mod smaps;
+mod soak;
 mod stats;
 mod sys;
 
@@ -72,7 +77,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 20] = [
+const SCENARIOS: [&str; 22] = [
     "size",
     "startup",
     "rtt",
@@ -93,6 +98,8 @@ const SCENARIOS: [&str; 20] = [
     "stdio_files",
     "session_rtt",
     "setup_rtt",
+    "http_abuse",
+    "soak",
 ];
 
 struct Options {
@@ -473,10 +480,14 @@ fn run(o: &Options) -> Result<(), Error> {
     files::figures(o, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     identity_figures(o, &plan, &binary, &mut figures)?;
+    let curve = robustness_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
 
     let table = report::markdown(&figures);
     println!("{table}");
+    if let Some(curve) = curve {
+        println!("soak: the server sampled every few jobs\n\n{curve}");
+    }
     println!(
         "idle RSS after all scenarios by mapping (KiB resident, of KiB mapped): {}\n",
         smaps::summary(&idle_maps)
@@ -908,6 +919,98 @@ fn bounded_figures(
         ));
     }
     Ok(())
+}
+
+/// The robustness scenarios of issue 15 (`http_abuse`, `soak`); returns the
+/// soak's curve as a markdown table when it ran.
+fn robustness_figures(
+    o: &Options,
+    plan: &Plan,
+    binary: &Path,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<Option<String>, Error> {
+    let protocol = bounded::part_two(&o.protocol);
+    if o.wants("http_abuse") {
+        eprintln!(
+            "bench: http_abuse ({} execute `true` over HTTP, half alone, half under {} wrong tokens, slow heads, oversize bodies, garbage sessions)",
+            plan.abuse_calls, plan.abuse_wrong_tokens
+        );
+        const LABEL: &str =
+            "http under abuse: blocking execute `true`, a legitimate keep-alive client";
+        match abuse::abuse(binary, protocol, plan.abuse_calls, plan.abuse_wrong_tokens)? {
+            None => http_skipped("http_abuse", LABEL, "ms", "≤ 2× alone", figures, notes),
+            Some(a) => {
+                figures.push(
+                    Figure::latency_vs(
+                        "http_abuse",
+                        LABEL,
+                        &a.latency.server,
+                        &a.latency.baseline,
+                        "the same client alone (before and after)",
+                    )
+                    .with_ratio_target("median ≤ 2× alone", 2.0),
+                );
+                notes.insert(
+                    "http_abuse_requests".into(),
+                    json!({"wrong_tokens": a.wrong_tokens, "slow_connections": a.slow,
+                           "oversize_bodies": a.oversize, "garbage_sessions": a.garbage}),
+                );
+            }
+        }
+    }
+    if !o.wants("soak") {
+        return Ok(None);
+    }
+    eprintln!(
+        "bench: soak ({} mixed jobs: stdio, 64 KiB, kill, cancel, HTTP; RSS and fds sampled)",
+        plan.soak_jobs
+    );
+    let Some(s) = soak::soak(binary, protocol, plan.soak_jobs)? else {
+        http_skipped(
+            "soak_rss",
+            "soak: RSS growth",
+            "KiB",
+            "≤ 1024 KiB (flat)",
+            figures,
+            notes,
+        );
+        return Ok(None);
+    };
+    figures.push(Figure::value(
+        "soak_rss",
+        format!(
+            "soak: RSS growth over {} jobs ({} killed, {} cancelled, {} over HTTP in {} sessions), after a {}-job warm-up",
+            s.jobs,
+            s.killed,
+            s.cancelled,
+            s.http,
+            s.sessions,
+            soak::WARMUP
+        ),
+        "KiB",
+        s.rss_growth_kib(),
+        Some(("≤ 1024 KiB (flat)", 1024.0)),
+    ));
+    figures.push(Figure::value(
+        "soak_fds",
+        "  open descriptors at the end − after the warm-up",
+        "fds",
+        s.fd_growth(),
+        Some(("0", 0.0)),
+    ));
+    notes.insert(
+        "soak_curve".into(),
+        json!(
+            s.samples
+                .iter()
+                .map(
+                    |x| json!({"jobs": x.jobs, "secs": x.secs, "rss_kib": x.rss_kib, "fds": x.fds})
+                )
+                .collect::<Vec<_>>()
+        ),
+    );
+    Ok(Some(s.markdown()))
 }
 
 fn cpus() -> usize {

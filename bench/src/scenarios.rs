@@ -78,6 +78,12 @@ pub struct Plan {
     pub http_runs: usize,
     /// Idle HTTP sessions held at once in `http_sessions`.
     pub http_sessions: usize,
+    /// Jobs of the soak (issue 15), warm-up included.
+    pub soak_jobs: usize,
+    /// Legitimate calls in `http_abuse` (half alone, half under abuse).
+    pub abuse_calls: usize,
+    /// Wrong-token requests of the abuse there.
+    pub abuse_wrong_tokens: usize,
 }
 
 impl Plan {
@@ -106,6 +112,9 @@ impl Plan {
         http_calls: 100,
         http_runs: 3,
         http_sessions: 1000,
+        soak_jobs: 100_000,
+        abuse_calls: 400,
+        abuse_wrong_tokens: 10_000,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -134,6 +143,9 @@ impl Plan {
         http_calls: 5,
         http_runs: 1,
         http_sessions: 20,
+        soak_jobs: 1000,
+        abuse_calls: 20,
+        abuse_wrong_tokens: 500,
     };
 }
 

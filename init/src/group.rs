@@ -13,6 +13,10 @@
 //! groups at once) all run it. Every wait in it is `Init::wait_until`, woken
 //! by the reaper.
 //!
+//! Every TERM of an escalation is followed by SIGCONT to the same group, so
+//! that a member stopped by SIGSTOP/SIGTSTP acts on it at once (a stopped
+//! process keeps TERM pending; only KILL ends it as it is).
+//!
 //! Members that left the group with `setsid()`/`setpgid()` are out of a group
 //! signal's reach; only the PID-1 shutdown sweep (`kill(-1, …)`) still gets
 //! them.
@@ -206,7 +210,14 @@ impl Init {
             }
             for t in tracked.iter_mut().filter(|t| t.pending()) {
                 match signal_group(t.pgid, step.signal) {
-                    Ok(_) => {
+                    Ok(alive) => {
+                        if alive && step.signal == Signal::TERM {
+                            // A stopped member keeps TERM pending until it
+                            // is continued: without CONT a job that stopped
+                            // itself (SIGSTOP) would sit out the whole wait
+                            // and need KILL (systemd's SendSIGCONT).
+                            let _ = signal_group(t.pgid, Signal::CONT);
+                        }
                         t.outcome.last_signal = Some(step.signal);
                         t.outcome.escalated |= i > 0;
                     }

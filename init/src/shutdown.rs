@@ -82,6 +82,9 @@ impl Init {
 
         if self.is_pid1() {
             if crate::sys::kill(-1, Signal::TERM.as_raw()).is_ok() {
+                // As in `escalate`: a stopped process acts on TERM only
+                // once continued.
+                let _ = crate::sys::kill(-1, Signal::CONT.as_raw());
                 self.wait_no_children(Instant::now() + KILL_WAIT).await;
             }
             if self.shared.reaper.has_children() {

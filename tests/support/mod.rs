@@ -705,3 +705,33 @@ pub fn keys(v: &Value) -> Vec<&str> {
     k.sort_unstable();
     k
 }
+
+// ---------------------------------------------------------------------------
+// Helpers for tests/faults.rs.
+// ---------------------------------------------------------------------------
+
+impl Server {
+    /// Starts a non-container `target` with the binary run through
+    /// `prefix` (a program that sets something up and execs the rest of
+    /// its command line, e.g. `setpriv …` or `prlimit …`): on the PID 1
+    /// target inside `unshare`, so the binary is still PID 1.
+    pub fn start_prefixed(
+        target: Target,
+        env: &[(&str, &str)],
+        prefix: &[&str],
+        args: &[&str],
+    ) -> Server {
+        assert!(!target.is_container(), "{target:?}: use podman arguments");
+        let mut command = if target == Target::Pid1 {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--mount-proc"]).args(prefix);
+            c
+        } else {
+            let mut c = Command::new(prefix[0]);
+            c.args(&prefix[1..]);
+            c
+        };
+        command.arg(binary()).args(args).envs(env.iter().copied());
+        Server::spawn(target, command, container_name())
+    }
+}

@@ -74,6 +74,13 @@ pub use settings::Settings;
 /// A client must send a request's head within this, or it is dropped
 /// (SPEC §11: slow clients cannot pin connections).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A `/mcp` or `/exec` body must arrive within this after its head, or the
+/// request gets `408` and the connection closes: hyper's header timeout
+/// does not cover bodies, and a client that sent a head and then trickled
+/// (or withheld) its body held its connection for good, so enough of them
+/// locked every client out. Generous next to the header timeout: a body
+/// may be as large as `MCP_EXEC_MAX_LINE_BYTES`.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request head (request line and headers).
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// How long after the last byte of a response a finished request still
@@ -444,7 +451,20 @@ async fn read_body(
         return Err(too_big());
     }
     let (parts, incoming) = req.into_parts();
-    let bytes = match Limited::new(incoming, max).collect().await {
+    let collect = tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(incoming, max).collect());
+    let Ok(collected) = collect.await else {
+        let mut r = status(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Err(r);
+    };
+    let bytes = match collected {
         Ok(c) => c.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_big()),
         Err(e) => {
