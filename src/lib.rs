@@ -2,8 +2,10 @@
 //! to be PID 1 of a container.
 //!
 //! The whole program is this library; the binary (`src/main.rs`) only calls
-//! [`main`]. The module tree below stays private. New modules go in the list
-//! below, not in `src/main.rs`.
+//! [`main`]. It is a library so that the fuzz targets (`fuzz/`) can reach
+//! the parsers in process: the module tree below stays private, and only
+//! [`main`] and the hidden [`fuzzing`] facade are public. New modules go in
+//! the list below, not in `src/main.rs`.
 //!
 //! Modules, and the one direction their dependencies point:
 //! `main → server (sessions, transports) → tools → jobs → capture / init`,
@@ -24,6 +26,8 @@
 
 mod capture;
 mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod health;
 mod init_mode;
 mod jobs;

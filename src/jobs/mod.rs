@@ -135,6 +135,21 @@ impl Jobs {
         }
     }
 
+    /// A service that starts nothing: every submitted job fails to start (its
+    /// breaker is open for good) and ends in the table as a start error, so
+    /// every tool can be called on it in process without a process being
+    /// spawned or signalled (the fuzz facade, `crate::fuzzing`).
+    pub fn refusing(settings: &Settings) -> Jobs {
+        Jobs {
+            shared: Arc::new(Shared {
+                table: JobTable::new(settings.max_running, settings.max_queued),
+                init: Init::inert(),
+                grace: settings.grace,
+                breaker: breaker::Breaker::refusing("this server starts no processes (fuzzing)"),
+            }),
+        }
+    }
+
     /// The table (lookups, claims, listing).
     pub fn table(&self) -> &JobTable {
         &self.shared.table
