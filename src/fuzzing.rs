@@ -19,7 +19,7 @@
 //!
 //! Not public API: hidden from the docs, and free to change with the targets.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -655,15 +655,19 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// `dispatch`: the input is what a client writes on stdin; each line goes
-/// through a real session to the real tools, over a job service that starts
-/// nothing (every `execute` is a start error, which `wait`, `status`,
-/// `output`, `kill`, `input` and `list_jobs` then see). Every call
-/// finishes, and every line written back is one JSON-RPC 2.0 message.
-pub fn dispatch(data: &[u8]) {
-    let mut input = Input { data };
-    let flags = input.byte();
-    let lines = input.data;
+/// The server state [`dispatch`] runs on, one per variant (cwd policy on or
+/// off, redaction on or off), reused while its table is empty: building the
+/// builtin redactor costs milliseconds, and a failed job is delivered by its
+/// `execute` at once, so the table is normally empty between inputs.
+fn app(flags: u8) -> Arc<App> {
+    static APPS: [Mutex<Option<Arc<App>>>; 4] = [const { Mutex::new(None) }; 4];
+    let variant = usize::from(flags & 3);
+    let mut slot = APPS[variant].lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(app) = slot.as_ref()
+        && app.jobs.table().list().is_empty()
+    {
+        return Arc::clone(app);
+    }
     let config = Config {
         max_line_bytes: 4096,
         max_output_bytes: 64,
@@ -677,7 +681,7 @@ pub fn dispatch(data: &[u8]) {
         breaker_failures: 0,
         breaker_cooldown: Duration::ZERO,
     };
-    let cwd = if flags & 1 == 0 {
+    let cwd = if variant & 1 == 0 {
         CwdPolicy::from_settings(None, None)
     } else {
         CwdPolicy::from_settings(Some("/tmp"), Some("/tmp"))
@@ -685,20 +689,34 @@ pub fn dispatch(data: &[u8]) {
     let Ok(cwd) = cwd else {
         panic!("the cwd policy builds");
     };
-    let redact = if flags & 2 == 0 {
+    let redact = if variant & 2 == 0 {
         None
     } else {
         Redactor::from_settings(Some("builtin"), None)
             .ok()
             .flatten()
     };
-    let max_line = config.max_line_bytes;
     let app = Arc::new(App {
         jobs: Jobs::refusing(&settings),
         cwd,
         redact,
         config,
     });
+    *slot = Some(Arc::clone(&app));
+    app
+}
+
+/// `dispatch`: the input is what a client writes on stdin; each line goes
+/// through a real session to the real tools, over a job service that starts
+/// nothing (every `execute` is a start error, which `wait`, `status`,
+/// `output`, `kill`, `input` and `list_jobs` then see). Every call
+/// finishes, and every line written back is one JSON-RPC 2.0 message.
+pub fn dispatch(data: &[u8]) {
+    let mut input = Input { data };
+    let flags = input.byte();
+    let lines = input.data;
+    let app = app(flags);
+    let max_line = app.config.max_line_bytes;
     runtime().block_on(async move {
         let shutdown = CancellationToken::new();
         let session = Session::new(app, &shutdown, "fuzz");
