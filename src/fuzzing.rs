@@ -86,6 +86,9 @@ impl<'a> Input<'a> {
 
 /// `line_framing`: a limit, a chunking, and a stream; the lines agree with a
 /// split on `\n`, and no more than the limit is ever buffered.
+///
+/// Input: byte 0 is the limit (mod 64), byte 1 seeds the chunk sizes (1–23),
+/// the rest is the stream.
 pub fn line_framing(data: &[u8]) {
     let mut input = Input { data };
     let max = usize::from(input.byte() % 64);
@@ -132,6 +135,8 @@ fn naive_lines(max: usize, stream: &[u8]) -> Vec<Line> {
 
 /// `utf8`: the sanitiser and the character-boundary rule agree with a
 /// byte-at-a-time decoder, at every position.
+///
+/// Input: the bytes themselves.
 pub fn utf8(data: &[u8]) {
     let model = Decoded::of(data);
     assert_eq!(capture::sanitize_utf8(data), model.sanitized, "{data:?}");
@@ -210,6 +215,12 @@ impl Decoded {
 /// `capture`: pushes and reads interleaved on a small window; every read
 /// agrees with a model that keeps the whole stream, and paging with `from`
 /// rebuilds what the window holds.
+///
+/// Input: byte 0 is the window size (1–48); then operations, each an op byte:
+/// a multiple of 3 pushes a chunk (a length byte mod 24, then the bytes);
+/// otherwise op mod 5 reads `all` (0), `tail` (1, a byte mod 8 lines),
+/// `none` (2) or `from` (3, 4: a `u16` from mod 160, a length byte mod 40
+/// unless op has bit 4, `unaligned` if op has bit 5).
 pub fn capture(data: &[u8]) {
     let mut input = Input { data };
     let max = 1 + usize::from(input.byte() % 48);
@@ -360,6 +371,8 @@ fn to_usize(n: u64) -> usize {
 
 /// `signal`: whatever parses names a signal in `1..=64` that parses back
 /// from its name and number; `kill`'s `signal` argument agrees with it.
+///
+/// Input: the text (lossy UTF-8).
 pub fn signal(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let parsed = init::Signal::parse(&text);
@@ -420,6 +433,9 @@ fn builtin_redactor() -> Option<&'static Redactor> {
 /// `redaction`: a secret planted on a line of its own in arbitrary output is
 /// never shown, whole or through any read that covers it; a read's range
 /// is the same with or without redaction; no match means the exact text.
+///
+/// Input: byte 0 picks the secret, a `u16` where it goes, the rest is the
+/// output it is planted in (the read ranges take bytes from the front too).
 pub fn redaction(data: &[u8]) {
     let Some(redactor) = builtin_redactor() else {
         panic!("the builtin patterns compile");
@@ -511,6 +527,10 @@ pub fn redaction(data: &[u8]) {
 /// `http_checks`: `Host`, `Origin` and `Authorization` values against the
 /// guard, on a loopback or a wildcard bind, with or without a token and an
 /// origin list; allowed values look as the model says they must.
+///
+/// Input: a flags byte (bit 0 a wildcard bind, 1 a token, 2 an origin list;
+/// bits 3–5 leave out `Host`, `Origin`, `Authorization`), then `\n`-separated
+/// fields: Host, Origin, Authorization, token, origin list.
 ///
 /// TODO(files): the `/files/` path parser gets its own target once it lands
 /// (FUZZING.md).
@@ -719,6 +739,9 @@ fn app(flags: u8) -> Arc<App> {
 /// nothing (every `execute` is a start error, which `wait`, `status`,
 /// `output`, `kill`, `input` and `list_jobs` then see). Every call
 /// finishes, and every line written back is one JSON-RPC 2.0 message.
+///
+/// Input: a flags byte (bit 0 the cwd policy `/tmp`, bit 1 builtin
+/// redaction), then the lines.
 pub fn dispatch(data: &[u8]) {
     let mut input = Input { data };
     let flags = input.byte();
