@@ -13,6 +13,10 @@
 #
 # and writes /etc/containers/containers.conf exactly as SPEC §8 gives it: runtime runc and
 # ulimits low enough that runc's setrlimit succeeds inside unprivileged CI sandboxes.
+# Cargo tools, for any user (cargo install, pinned): cargo-deny (deny.toml's license and ban
+# checks), and cargo-fuzz when a nightly toolchain is there (libFuzzer needs nightly, which this
+# kind of machine cannot fetch; without it the fuzz targets run on stable as randomized tests,
+# see FUZZING.md).
 # Node.js >= 20 with npm is checked, not installed: Debian 12's nodejs (18) is too old for the
 # interop suite's pins. The pinned Python and npm packages are interop/run.sh's to install.
 #
@@ -48,6 +52,23 @@ node_ok=true
 if ((node_major < 20)) || ! command -v npm >/dev/null 2>&1; then
     node_ok=false
     say "missing: Node.js >= 20 with npm (found: $(node --version 2>/dev/null || echo none)); install it yourself: Debian 12's nodejs is 18"
+fi
+
+cargo_tool() { # crate version: installed unless that version already answers
+    local have
+    have=$(cargo "${1#cargo-}" --version 2>/dev/null || true)
+    [[ $have == "$1 $2" ]] && return 0
+    say "installing $1 $2 (cargo install; was: ${have:-none})"
+    if ! cargo install --locked --quiet "$1@$2" </dev/null; then
+        say "error: cargo install $1 failed"
+        [[ -z "${CI:-}" ]] || exit 1
+    fi
+}
+cargo_tool cargo-deny 0.20.2
+if cargo +nightly --version >/dev/null 2>&1; then
+    cargo_tool cargo-fuzz 0.13.2
+else
+    say "no nightly toolchain: cargo-fuzz not installed; the fuzz targets run on stable as tests"
 fi
 
 if ((${#packages[@]})) || ! $conf_ok; then

@@ -7,7 +7,9 @@
 #      (images/build-offline.sh; in CI missing prerequisites fail),
 #   3. runs every Rust test: unit tests, the init crate's process tests
 #      (real PID 1 via unshare), and the integration suite on four targets
-#      (bare binary, PID 1 under unshare, the scratch image, the tini image),
+#      (bare binary, PID 1 under unshare, the scratch image, the tini image);
+#      then the fuzz smoke run (scripts/fuzz-smoke.sh) and cargo-deny's license
+#      and ban checks (deny.toml),
 #   4. runs the benchmark harness in smoke mode,
 #   5. runs the interop suite against real MCP clients (interop/run.sh), which
 #      installs their pinned Python and npm packages,
@@ -37,6 +39,20 @@ if ! bash interop/run.sh --install-python </dev/null && [[ -n "${CI:-}" ]]; then
 fi
 
 cargo test --workspace --locked
+
+# Fuzzing smoke (FUZZING.md): every target briefly under libFuzzer, or on stable as
+# randomized tests when nightly or cargo-fuzz is missing; it prints which mode ran.
+bash scripts/fuzz-smoke.sh </dev/null
+
+# Licenses and bans of the dependency tree (deny.toml): no advisory database is fetched.
+if cargo deny --version >/dev/null 2>&1; then
+    cargo deny --locked check licenses bans
+elif [[ -n "${CI:-}" ]]; then
+    echo "scripts/test.sh: cargo-deny is required in CI (scripts/setup.sh installs it)" >&2
+    exit 1
+else
+    echo "scripts/test.sh: no cargo-deny: license and ban checks skipped (scripts/setup.sh installs it)" >&2
+fi
 
 # The benchmark harness in smoke mode (a few iterations; no timing asserted),
 # so that it cannot rot. Full runs: see BENCHMARKS.md.

@@ -281,4 +281,22 @@ impl Init {
     pub fn orphans_reaped(&self) -> u64 {
         self.shared.reaper.orphans_reaped()
     }
+
+    /// A handle with no reaper and no signal intake behind it, and without
+    /// [`prepare`]'s process-wide effects (signal mask, subreaper, malloc
+    /// settings): for exercising the layers above in process (mcp-exec's fuzz
+    /// targets). Nothing would reap a child spawned through it, so its user
+    /// must never spawn; mcp-exec's refuses every job before it gets here.
+    #[doc(hidden)]
+    pub fn inert() -> Init {
+        Init {
+            shared: Arc::new(Shared {
+                reaper: reaper::Reaper::new(),
+                origin: spawn::Origin::capture(),
+                pid1: false,
+                subreaper: false,
+                main: watch::Sender::new(None),
+            }),
+        }
+    }
 }

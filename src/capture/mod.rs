@@ -37,6 +37,8 @@ mod window;
 pub use redact::CONTEXT;
 pub use redact::Redact;
 pub use utf8::push_sanitized;
+// For the fuzz facade (`crate::fuzzing`), which checks them against naive models.
+pub use utf8::{char_around, sanitize_utf8};
 
 pub use spec::{CapturePolicy, StreamSpec};
 // `allow`, not `expect`: callers may reach this type only through `CapturePolicy::side`, in

@@ -71,7 +71,7 @@ fn is_continuation(byte: u8) -> bool {
 /// bytes of it on both sides and they form a valid character, or a valid prefix of one that
 /// the end of the stream cut short (a writer may be mid-character right now). Anything else is
 /// invalid data and is left where it is.
-pub(super) fn char_around(pos: u64, byte: impl Fn(u64) -> Option<u8>) -> Option<(u64, u64)> {
+pub fn char_around(pos: u64, byte: impl Fn(u64) -> Option<u8>) -> Option<(u64, u64)> {
     if !is_continuation(byte(pos)?) {
         return None;
     }

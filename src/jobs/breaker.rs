@@ -42,6 +42,26 @@ impl Breaker {
         }
     }
 
+    /// A breaker that is open for good: every job fails to start with
+    /// `why`, and nothing is ever spawned (the fuzz facade's job service).
+    pub fn refusing(why: &str) -> Breaker {
+        // A century from now; `checked_add` because an `Instant` cannot hold
+        // every sum, and then a year still outlasts any fuzzing run.
+        let now = Instant::now();
+        let until = [100 * 365, 365]
+            .into_iter()
+            .find_map(|days| now.checked_add(Duration::from_secs(days * 86_400)));
+        Breaker {
+            failures: 0,
+            cooldown: Duration::ZERO,
+            state: Mutex::new(State {
+                consecutive: 0,
+                open_until: until,
+                last_error: why.to_owned(),
+            }),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -147,15 +147,31 @@ impl Jobs {
                 "no readable memory-cgroup OOM-kill counter: no job is reported as OOM-killed"
             ),
         }
+        let breaker = breaker::Breaker::new(settings.breaker_failures, settings.breaker_cooldown);
+        Jobs::assemble(init, breaker, oom, settings)
+    }
+
+    /// A service that starts nothing: every submitted job fails to start (its
+    /// breaker is open for good) and ends in the table as a start error, so
+    /// every tool can be called on it in process without a process being
+    /// spawned or signalled (the fuzz facade, `crate::fuzzing`).
+    pub fn refusing(settings: &Settings) -> Jobs {
+        let breaker = breaker::Breaker::refusing("this server starts no processes (fuzzing)");
+        Jobs::assemble(Init::inert(), breaker, None, settings)
+    }
+
+    fn assemble(
+        init: Init,
+        breaker: breaker::Breaker,
+        oom: Option<oom::OomCounter>,
+        settings: &Settings,
+    ) -> Jobs {
         Jobs {
             shared: Arc::new(Shared {
                 table: JobTable::new(settings.max_running, settings.max_queued),
                 init,
                 grace: settings.grace,
-                breaker: breaker::Breaker::new(
-                    settings.breaker_failures,
-                    settings.breaker_cooldown,
-                ),
+                breaker,
                 sessions: shell_session::Sessions::new(settings.shell_session_idle),
                 resolve_cwd: std::sync::OnceLock::new(),
                 oom,

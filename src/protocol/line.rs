@@ -63,6 +63,11 @@ impl LineSplitter {
         }
     }
 
+    /// Bytes of an unfinished line held now: never more than `max`.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Ends the stream: a final line without a newline still counts.
     pub fn finish(&mut self, emit: &mut impl FnMut(Line)) {
         self.end_line(emit);

@@ -118,12 +118,16 @@ impl Killed {
     }
 }
 
-enum Plan {
+/// What `signal` asks for.
+pub(crate) enum Plan {
+    /// One signal.
     One(Signal),
+    /// `ASSURED`: TERM, then KILL if anything outlived it.
     Assured,
 }
 
-fn parse_signal(a: &Args) -> Result<Plan, ToolError> {
+/// Parses `signal` (SPEC §4.7): absent or blank is TERM.
+pub(crate) fn parse_signal(a: &Args) -> Result<Plan, ToolError> {
     let raw = match a.get("signal") {
         None | Some(Value::Null) => return Ok(Plan::One(Signal::TERM)),
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(Plan::One(Signal::TERM)),

@@ -10,17 +10,25 @@ use super::settings::{Origins, Settings};
 /// The host names a loopback listener answers to.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
-/// `host[:port]` without its port, lower-cased.
+/// `host[:port]` without its port, lower-cased; anything else whole (so it
+/// names no host in particular).
 fn host_part(authority: &str) -> String {
     let a = authority.trim().to_ascii_lowercase();
+    let is_port = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
     if a.starts_with('[') {
-        return match a.find(']') {
-            Some(end) => a[..=end].to_owned(),
-            None => a,
+        // Only `:port` may follow the bracket: `[::1]evil` is not `[::1]`
+        // (found by fuzzing, FUZZING.md).
+        return match a.find(']').map(|end| a.split_at(end + 1)) {
+            Some((host, rest))
+                if rest.is_empty() || rest.strip_prefix(':').is_some_and(is_port) =>
+            {
+                host.to_owned()
+            }
+            _ => a,
         };
     }
     match a.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host.to_owned(),
+        Some((host, port)) if is_port(port) => host.to_owned(),
         _ => a,
     }
 }
@@ -128,6 +136,24 @@ mod tests {
         ] {
             assert!(!is_loopback_authority(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn only_a_port_may_follow_a_bracketed_loopback_address() {
+        // Found by the `http_checks` fuzz target: everything after `]` was
+        // ignored, so these counted as `[::1]`.
+        for bad in [
+            "[::1]evil.example",
+            "[::1]:/app.example",
+            "[::1]:80x",
+            "[::1]]",
+        ] {
+            assert!(!is_loopback_authority(bad), "{bad}");
+            assert!(!Origins::Default.allows(&format!("http://{bad}")), "{bad}");
+        }
+        let listed = Origins::List(vec!["https://[::1]:8443".into()]);
+        assert!(listed.allows("https://[::1]:8443"));
+        assert!(!listed.allows("https://[::1]:8443evil"));
     }
 
     #[test]

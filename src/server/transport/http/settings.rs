@@ -71,6 +71,21 @@ impl Settings {
             (None, Some(_)) => return Err("MCP_EXEC_HTTP_TOKEN is blank".into()),
             (None, None) => None,
         };
+        // A request's `Authorization` is compared only when it is visible
+        // ASCII, so a token with other bytes could never be presented: refuse
+        // it here rather than lock every client out (found by fuzzing).
+        if let Some(t) = &token
+            && !t.iter().all(|&b| (0x20..0x7f).contains(&b))
+        {
+            let var = if c.http_token_file.is_some() {
+                "MCP_EXEC_HTTP_TOKEN_FILE"
+            } else {
+                "MCP_EXEC_HTTP_TOKEN"
+            };
+            return Err(format!(
+                "{var}: the token must be printable ASCII (a client sends it in an HTTP header)"
+            ));
+        }
         if token.is_none() && !addr.ip().is_loopback() && !c.http_insecure {
             return Err(format!(
                 "refusing to serve HTTP on the non-loopback address {addr} without a token: \
@@ -122,6 +137,14 @@ fn origin_list(raw: &str) -> Result<Vec<String>, String> {
             {
                 return Err(bad(entry));
             }
+            // Browsers send an `Origin` in ASCII (IDNs as punycode), and a
+            // header that is not ASCII is never allowed: such an entry could
+            // never match (found by fuzzing, FUZZING.md).
+            if !authority.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(format!(
+                    "MCP_EXEC_HTTP_ALLOWED_ORIGINS: {entry:?} is not ASCII (write an international name in punycode, xn--…)"
+                ));
+            }
         }
         list.push(e.trim_end_matches('/').to_owned());
     }
@@ -167,5 +190,38 @@ mod tests {
         c.http_allowed_origins = Some("localhost:3000".into());
         let e = Settings::from_config(&c).unwrap_err();
         assert!(e.contains("MCP_EXEC_HTTP_ALLOWED_ORIGINS"), "{e}");
+    }
+
+    #[test]
+    fn a_token_that_is_not_printable_ascii_is_refused_because_no_client_could_send_it() {
+        // Found by the `http_checks` fuzz target: such a token was accepted
+        // and then no `Authorization` header could ever match it.
+        for token in ["p\u{e4}ss", "tab\there", "nul\0"] {
+            let mut c = config("127.0.0.1:0");
+            c.http_token = Some(crate::config::Secret(token.into()));
+            let e = Settings::from_config(&c).unwrap_err();
+            assert!(
+                e.contains("MCP_EXEC_HTTP_TOKEN") && !e.contains(token),
+                "{e}"
+            );
+        }
+        let mut c = config("127.0.0.1:0");
+        c.http_token = Some(crate::config::Secret("s3cr3t-Token_+/=".into()));
+        assert!(Settings::from_config(&c).is_ok());
+    }
+
+    #[test]
+    fn an_origin_that_is_not_ascii_is_refused_because_no_request_could_match_it() {
+        // Found by the `http_checks` fuzz target: the entry was accepted and
+        // then silently matched nothing.
+        for raw in ["https://bücher.example", "http://a\u{7f}b"] {
+            let mut c = config("127.0.0.1:0");
+            c.http_allowed_origins = Some(raw.into());
+            let e = Settings::from_config(&c).unwrap_err();
+            assert!(e.contains("MCP_EXEC_HTTP_ALLOWED_ORIGINS"), "{e}");
+        }
+        let mut c = config("127.0.0.1:0");
+        c.http_allowed_origins = Some("https://xn--bcher-kva.example".into());
+        assert!(Settings::from_config(&c).is_ok());
     }
 }
