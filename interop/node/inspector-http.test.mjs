@@ -37,7 +37,7 @@ for (const token of ['interop-token-3f9c', null]) {
       await server?.stop();
     });
 
-    test('--method tools/list lists the nine tools', async () => {
+    test('--method tools/list lists the ten tools', async () => {
       const { tools } = await inspect(server, '--method', 'tools/list');
       assert.deepEqual(
         tools.map((t) => t.name),

@@ -20,7 +20,7 @@ async function inspect(...args) {
   return JSON.parse(stdout);
 }
 
-test('inspector --method tools/list lists the nine tools', async () => {
+test('inspector --method tools/list lists the ten tools', async () => {
   const { tools } = await inspect('--method', 'tools/list');
   assert.deepEqual(
     tools.map((t) => t.name),

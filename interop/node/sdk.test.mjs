@@ -64,7 +64,7 @@ test('initialize negotiates the SDK latest revision, 2025-11-25', () => {
   assert.deepEqual(client.getServerCapabilities(), { tools: {} });
 });
 
-test('tools/list gives nine tools with titles, annotations and output schemas', async () => {
+test('tools/list gives ten tools with titles, annotations and output schemas', async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(
     tools.map((t) => t.name),

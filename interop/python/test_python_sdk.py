@@ -62,7 +62,7 @@ async def test_default_mode_probes_discover_and_falls_back_to_initialize_at_once
         assert c.session.discover_result is None
         assert c.session.initialize_result is not None
         assert c.server_info is not None and c.server_info.name == "mcp-exec"
-        assert len((await c.list_tools()).tools) == 9
+        assert len((await c.list_tools()).tools) == 10
     sent = tap.sent()
     assert [m.get("method") for m in sent[:3]] == [
         "server/discover",
@@ -80,7 +80,7 @@ async def test_default_mode_probes_discover_and_falls_back_to_initialize_at_once
 async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
     async with Client(server_params(tap), mode="legacy") as c:
         assert c.protocol_version == NEGOTIATED
-        assert len((await c.list_tools()).tools) == 9
+        assert len((await c.list_tools()).tools) == 10
     methods = [m.get("method") for m in tap.sent()]
     assert methods[:2] == ["initialize", "notifications/initialized"]
     assert "server/discover" not in methods

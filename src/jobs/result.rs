@@ -28,6 +28,10 @@ use super::table::{Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec};
 use crate::protocol::version::Revision;
 
+/// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
+/// for the earlier jobs of its shell session.
+pub const QUEUED_FOR: [&str; 2] = ["capacity", "shell_session"];
+
 /// How a session sees results: its revision (which fields exist) and the
 /// redaction applied to every `data` (SPEC §12.6).
 #[derive(Clone, Copy)]
@@ -85,7 +89,7 @@ impl Status {
         let mut s = Status {
             job_id: id,
             state,
-            queued_for: (part_two && *phase == Phase::Queued).then_some("capacity"),
+            queued_for: (part_two && *phase == Phase::Queued).then_some(QUEUED_FOR[0]),
             label: label.filter(|_| part_two).map(str::to_owned),
             exit_code: None,
             signal: None,
@@ -125,7 +129,7 @@ impl Status {
     /// of its shell session (SPEC §17).
     fn waiting_for_session(mut self, waits: bool) -> Status {
         if waits && self.queued_for.is_some() {
-            self.queued_for = Some("shell_session");
+            self.queued_for = Some(QUEUED_FOR[1]);
         }
         self
     }

@@ -219,6 +219,17 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Every cause, in the order the output schema lists them.
+    pub const ALL: [Cause; 7] = [
+        Cause::Timeout,
+        Cause::IdleTimeout,
+        Cause::Killed,
+        Cause::Shutdown,
+        Cause::Oom,
+        Cause::CpuLimit,
+        Cause::FileSizeLimit,
+    ];
+
     /// The wire name.
     pub fn name(self) -> &'static str {
         match self {

@@ -9,6 +9,7 @@
 
 use serde_json::{Value, json};
 
+use crate::jobs::Cause;
 use crate::protocol::version::Revision;
 
 /// A stream spec (SPEC §5.1).
@@ -60,7 +61,7 @@ pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
         json!({
             "job_id": {"type": "string"},
             "state": {"type": "string", "enum": ["queued", "running", "success", "error"]},
-            "queued_for": {"type": "string", "enum": ["capacity"]},
+            "queued_for": {"type": "string", "enum": crate::jobs::result::QUEUED_FOR},
             "label": {"type": "string"},
             "exit_code": {"type": "integer"},
             "signal": {"type": "string"},
@@ -90,7 +91,7 @@ pub fn job_result_schema(rev: Revision) -> Value {
         props.insert("timed_out".into(), json!({"type": "boolean"}));
         props.insert(
             "cause".into(),
-            json!({"type": "string", "enum": ["timeout", "idle_timeout"]}),
+            json!({"type": "string", "enum": Cause::ALL.map(Cause::name)}),
         );
         props.insert(
             "started_at".into(),
@@ -121,4 +122,44 @@ pub fn status_schema(rev: Revision) -> Value {
 /// A `job_id` input property.
 pub fn job_id() -> Value {
     json!({"type": "string", "description": "A job id such as \"job-1\"."})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The enums of the result schema against the values SPEC §12.3, §16 and
+    /// §17 name, written out here: a client that validates structured
+    /// content (the TypeScript SDK does) rejects a whole result whose value
+    /// is missing from its enum.
+    #[test]
+    fn the_result_schema_lists_every_cause_and_queued_for_the_spec_names() {
+        let spec_causes = [
+            "oom",
+            "cpu_limit",
+            "file_size_limit",
+            "timeout",
+            "idle_timeout",
+            "killed",
+            "shutdown",
+        ];
+        for rev in Revision::ALL.into_iter().filter(|r| r.has_part_two()) {
+            let schema = job_result_schema(rev);
+            let causes = schema["properties"]["cause"]["enum"].as_array().cloned();
+            let causes = causes.unwrap_or_default();
+            for c in spec_causes {
+                assert!(causes.contains(&json!(c)), "{c} in {rev:?}");
+            }
+            let queued = schema["properties"]["queued_for"]["enum"]
+                .as_array()
+                .cloned();
+            let queued = queued.unwrap_or_default();
+            for q in ["capacity", "shell_session"] {
+                assert!(queued.contains(&json!(q)), "{q} in {rev:?}");
+            }
+        }
+        for cause in Cause::ALL {
+            assert!(spec_causes.contains(&cause.name()), "{}", cause.name());
+        }
+    }
 }
