@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use init::{Phase, Pid, Signal, Step, Survivor};
+use init::{DeathWait, Pid, Signal, Step, Survivor};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -202,10 +202,10 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         Plan::Assured => vec![Step::new(Signal::TERM, wait), Step::new(Signal::KILL, wait)],
     };
     let phase = &call.phase;
-    let on_phase = |p: Phase| {
+    let on_phase = |p: DeathWait| {
         phase.set(match p {
-            Phase::Exiting => "waiting for the process to exit",
-            Phase::Draining => "waiting for the process group to drain",
+            DeathWait::Exiting => "waiting for the process to exit",
+            DeathWait::Draining => "waiting for the process group to drain",
         });
     };
     // Noted before any is sent: a death by one of them is `cause: "killed"`.
