@@ -375,7 +375,7 @@ impl Session {
                     Some(t) => {
                         let every = call.app.config.progress_interval;
                         progress::with_ticker(
-                            tools::call(&call, &params),
+                            tools::dispatch(&call, &params),
                             &call.phase,
                             t,
                             every,
@@ -383,7 +383,7 @@ impl Session {
                         )
                         .await
                     }
-                    None => tools::call(&call, &params).await,
+                    None => tools::dispatch(&call, &params).await,
                 }
             };
             let ended = session.calls.clone();

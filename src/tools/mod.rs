@@ -5,7 +5,7 @@
 //! A handler returns a typed [`Payload`] (serialised on write), a
 //! [`ToolError`] (an `isError:true` result with one of SPEC §4.9's texts) or
 //! [`Fail::Cancelled`] (JSON-RPC `-32800`). Protocol-level problems (params
-//! not an object, unknown tool) are JSON-RPC errors, raised in [`call`]
+//! not an object, unknown tool) are JSON-RPC errors, raised in [`dispatch`]
 //! before any tool runs.
 //!
 //! Tools see the job service and the call's context ([`Call`]); they never
@@ -170,7 +170,7 @@ pub enum CallError {
 
 /// Handles one `tools/call`: validates the envelope, runs the tool, wraps
 /// the outcome.
-pub async fn call(call: &Call, params: &Value) -> Result<CallResult, CallError> {
+pub async fn dispatch(call: &Call, params: &Value) -> Result<CallResult, CallError> {
     let Some(params) = params.as_object() else {
         return Err(CallError::Protocol(
             ErrorCode::INVALID_PARAMS,
