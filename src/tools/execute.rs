@@ -406,9 +406,9 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
     // From 2025-03-26 on the message names the job, so a client that lost
     // its HTTP stream can find it (SPEC §11); Part I keeps its fixed text.
     if rev.has_part_two() {
-        call.phase.set(format!("{id} still running"));
+        call.progress.set(format!("{id} still running"));
     } else {
-        call.phase.set("command still running");
+        call.progress.set("command still running");
     }
     let yield_at = req.yield_after.map(|y| Instant::now() + y);
     match cancellable(&call.cancel, jobs.await_terminal(id, yield_at)).await {

@@ -201,9 +201,9 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         Plan::One(sig) => vec![Step::new(sig, wait)],
         Plan::Assured => vec![Step::new(Signal::TERM, wait), Step::new(Signal::KILL, wait)],
     };
-    let phase = &call.phase;
+    let progress = &call.progress;
     let on_phase = |p: DeathWait| {
-        phase.set(match p {
+        progress.set(match p {
             DeathWait::Exiting => "waiting for the process to exit",
             DeathWait::Draining => "waiting for the process group to drain",
         });

@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 
 pub use args::Args;
-pub use context::{App, Call, Phase};
+pub use context::{App, Call, ProgressText};
 pub use error::{Fail, ToolError};
 
 use crate::protocol::ErrorCode;

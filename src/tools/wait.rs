@@ -206,7 +206,7 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
         return Err(ToolError::OwnedByStream(owned).into());
     }
     let view = call.view();
-    call.phase.set("waiting for jobs");
+    call.progress.set("waiting for jobs");
     loop {
         // Registered before the table is checked, so no change is missed.
         let changed = table.changed();
