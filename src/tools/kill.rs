@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::schema;
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::jobs::result::JobResult;
 use crate::jobs::{Claim, JobId};
 use crate::protocol::result::Payload;
@@ -153,7 +153,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(kill(call, a))
 }
 
-async fn kill(call: &Call, a: &Args) -> Outcome {
+async fn kill(call: &Call, a: &Args) -> ToolOutcome {
     let id = args::job_id(a)?;
     let plan = parse_signal(a)?;
     let timeout = args::opt_seconds(a, "timeout")?
@@ -259,7 +259,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
 
 /// The answer for a job that was fully gone before any signal: its result
 /// (or, for a job an `/exec` stream owns, that the stream delivers it).
-fn already_terminated(call: &Call, id: JobId, owned: bool) -> Outcome {
+fn already_terminated(call: &Call, id: JobId, owned: bool) -> ToolOutcome {
     if owned {
         let mut out = Killed::new(id, true);
         out.already_terminated = Some(true);

@@ -40,11 +40,11 @@ use crate::protocol::ErrorCode;
 use crate::protocol::result::{CallResult, Payload};
 use crate::protocol::version::Revision;
 
-/// A handler's outcome.
-pub type Outcome = Result<Payload, Fail>;
+/// A tool handler's outcome: its payload, or how it failed.
+pub type ToolOutcome = Result<Payload, Fail>;
 
 /// A handler's future.
-pub type Running<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+pub type Running<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
 
 /// What a client is told about a tool's effects (MCP annotations).
 #[derive(Clone, Copy, Debug)]

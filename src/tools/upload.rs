@@ -19,7 +19,7 @@ use base64::Engine;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::files::commit::{self, Committed, Options, Staged};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, read};
@@ -171,7 +171,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(upload(call, a))
 }
 
-async fn upload(call: &Call, a: &Args) -> Outcome {
+async fn upload(call: &Call, a: &Args) -> ToolOutcome {
     let req = parse(a, call.app.config.max_transfer_bytes)?;
     let app = Arc::clone(&call.app);
     let task = tokio::task::spawn_blocking(move || write(&app.cwd, req));
