@@ -41,7 +41,7 @@ pub fn write_error(e: &std::io::Error) -> ToolError {
 }
 
 async fn input(call: &Call, a: &Args) -> ToolOutcome {
-    let id = args::job_id(a)?;
+    let id = args::job_id_not_empty(a)?;
     let data = args::opt_str(a, "data")?.unwrap_or("");
     let close = args::opt_bool(a, "close")?;
     let table = call.app.jobs.table();

@@ -154,7 +154,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 async fn kill(call: &Call, a: &Args) -> ToolOutcome {
-    let id = args::job_id(a)?;
+    let id = args::job_id_not_empty(a)?;
     let plan = parse_signal(a)?;
     let timeout = args::opt_seconds(a, "timeout")?
         .unwrap_or(DEFAULT_TIMEOUT)
