@@ -106,6 +106,34 @@ fn an_empty_job_id_is_required_for_input_and_kill_and_an_unknown_job_for_status_
     assert_eq!(r["terminated"], json!(true), "{r}");
 }
 
+fn a_stream_spec_with_tail_and_from_reads_by_tail_and_ignores_from_length_and_unaligned(t: Target) {
+    let mut s = Server::started(t);
+    let job = s.spawn_job("printf 'one\\ntwo\\nthree\\n'");
+    finish(&mut s, &job);
+    let last_two = json!({"data": "two\nthree\n", "offset": 4, "bytes": 10, "total_bytes": 14});
+    for spec in [
+        json!({"tail": 2, "from": 0}),
+        json!({"tail": 2, "from": 1, "length": 3}),
+        json!({"tail": 2, "from": 5, "length": 1, "unaligned": true}),
+        json!({"tail": 2, "length": 1}),
+        json!({"tail": 2, "unaligned": true}),
+    ] {
+        let r = s.call("output", json!({"job_id": job, "stdout": spec}));
+        assert_eq!(r["stdout"], last_two, "output with {spec}: {r}");
+    }
+    // The same parser reads execute's capture policy.
+    let r = s.call(
+        "execute",
+        json!({"command": "printf 'a\\nb\\n'",
+               "capture": {"on_success": {"stdout": {"tail": 1, "from": 0, "length": 1}}}}),
+    );
+    assert_eq!(
+        r["stdout"],
+        json!({"data": "b\n", "offset": 2, "bytes": 2, "total_bytes": 4}),
+        "{r}"
+    );
+}
+
 fn a_negative_tail_counts_as_0_and_gives_empty_data_at_the_end_of_the_stream(t: Target) {
     let mut s = Server::started(t);
     let job = s.spawn_job("printf 'one\\ntwo\\n'; printf 'e\\n' >&2");
@@ -222,6 +250,7 @@ crate::parity!(
     output_with_a_bad_stream_spec_and_an_unknown_job_id_fails_with_invalid_arguments,
     a_malformed_job_id_is_an_unknown_job_and_a_missing_or_null_one_is_required,
     an_empty_job_id_is_required_for_input_and_kill_and_an_unknown_job_for_status_and_output,
+    a_stream_spec_with_tail_and_from_reads_by_tail_and_ignores_from_length_and_unaligned,
     a_negative_tail_counts_as_0_and_gives_empty_data_at_the_end_of_the_stream,
     kill_accepts_sigassured_and_lowercase_sigkill,
     a_from_read_inside_the_dropped_head_starts_at_the_oldest_retained_byte_and_counts_length_from_there,
