@@ -29,12 +29,12 @@ mod config;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
-mod health;
 mod init_mode;
 mod jobs;
 mod logging;
 mod metrics;
 mod policy;
+mod probe;
 mod protocol;
 mod server;
 mod tools;
@@ -46,11 +46,11 @@ use config::Config;
 /// The program: parses the command line, starts the server (or init mode,
 /// or `health`) and exits the process with its code; never returns.
 pub fn main() {
-    // Init mode and `health` (init_mode.rs, health.rs): everything after the
+    // Init mode and `health` (init_mode.rs, probe.rs): everything after the
     // first `--` is the main command; the flags before it keep their meaning.
     let (args, main_command) = init_mode::split_args(std::env::args_os().skip(1));
     if args.first().map(String::as_str) == Some("health") {
-        std::process::exit(health::main(&args[1..]));
+        std::process::exit(probe::main(&args[1..]));
     }
     if main_command.as_ref().is_some_and(Vec::is_empty) {
         eprintln!("mcp-exec: no command after \"--\"\n\n{}", help());

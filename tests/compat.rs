@@ -48,13 +48,12 @@ fn output_with_a_bad_stream_spec_and_an_unknown_job_id_fails_with_invalid_argume
     }
 }
 
-fn an_empty_or_malformed_job_id_is_an_unknown_job_and_only_a_missing_or_null_one_is_required(
-    t: Target,
-) {
+fn a_malformed_job_id_is_an_unknown_job_and_a_missing_or_null_one_is_required(t: Target) {
     let mut s = Server::started(t);
     for tool in ["status", "output", "input", "kill"] {
         // `data` is for `input`; the other tools ignore it (unknown field).
-        for id in ["", "nope", "job-", "job-x", "7"] {
+        // An empty id is the next test's.
+        for id in ["nope", "job-", "job-x", "7", "  "] {
             assert_eq!(
                 s.call_err(tool, json!({"job_id": id, "data": ""})),
                 format!("unknown job_id \"{id}\""),
@@ -79,6 +78,60 @@ fn an_empty_or_malformed_job_id_is_an_unknown_job_and_only_a_missing_or_null_one
             "wait with job_ids [{id:?}]"
         );
     }
+}
+
+fn an_empty_job_id_is_required_for_input_and_kill_and_an_unknown_job_for_status_and_output(
+    t: Target,
+) {
+    let mut s = Server::started(t);
+    // A running job, so that "" cannot be taken for "no job at all".
+    let job = s.spawn_job(&format!("sleep {}", marker()));
+    for tool in ["input", "kill"] {
+        assert_eq!(
+            s.call_err(tool, json!({"job_id": "", "data": "x"})),
+            "\"job_id\" is required",
+            "{tool} with job_id \"\""
+        );
+    }
+    for tool in ["status", "output"] {
+        assert_eq!(
+            s.call_err(tool, json!({"job_id": ""})),
+            "unknown job_id \"\"",
+            "{tool} with job_id \"\""
+        );
+    }
+    let r = s.call("status", json!({"job_id": job}));
+    assert_eq!(r["state"], json!("running"), "kill \"\" touched {job}: {r}");
+    let r = s.call("kill", json!({"job_id": job, "signal": "KILL"}));
+    assert_eq!(r["terminated"], json!(true), "{r}");
+}
+
+fn a_stream_spec_with_tail_and_from_reads_by_tail_and_ignores_from_length_and_unaligned(t: Target) {
+    let mut s = Server::started(t);
+    let job = s.spawn_job("printf 'one\\ntwo\\nthree\\n'");
+    finish(&mut s, &job);
+    let last_two = json!({"data": "two\nthree\n", "offset": 4, "bytes": 10, "total_bytes": 14});
+    for spec in [
+        json!({"tail": 2, "from": 0}),
+        json!({"tail": 2, "from": 1, "length": 3}),
+        json!({"tail": 2, "from": 5, "length": 1, "unaligned": true}),
+        json!({"tail": 2, "length": 1}),
+        json!({"tail": 2, "unaligned": true}),
+    ] {
+        let r = s.call("output", json!({"job_id": job, "stdout": spec}));
+        assert_eq!(r["stdout"], last_two, "output with {spec}: {r}");
+    }
+    // The same parser reads execute's capture policy.
+    let r = s.call(
+        "execute",
+        json!({"command": "printf 'a\\nb\\n'",
+               "capture": {"on_success": {"stdout": {"tail": 1, "from": 0, "length": 1}}}}),
+    );
+    assert_eq!(
+        r["stdout"],
+        json!({"data": "b\n", "offset": 2, "bytes": 2, "total_bytes": 4}),
+        "{r}"
+    );
 }
 
 fn a_negative_tail_counts_as_0_and_gives_empty_data_at_the_end_of_the_stream(t: Target) {
@@ -195,7 +248,9 @@ fn wait_with_a_duplicated_id_gives_the_streams_to_the_first_occurrence_and_deliv
 
 crate::parity!(
     output_with_a_bad_stream_spec_and_an_unknown_job_id_fails_with_invalid_arguments,
-    an_empty_or_malformed_job_id_is_an_unknown_job_and_only_a_missing_or_null_one_is_required,
+    a_malformed_job_id_is_an_unknown_job_and_a_missing_or_null_one_is_required,
+    an_empty_job_id_is_required_for_input_and_kill_and_an_unknown_job_for_status_and_output,
+    a_stream_spec_with_tail_and_from_reads_by_tail_and_ignores_from_length_and_unaligned,
     a_negative_tail_counts_as_0_and_gives_empty_data_at_the_end_of_the_stream,
     kill_accepts_sigassured_and_lowercase_sigkill,
     a_from_read_inside_the_dropped_head_starts_at_the_oldest_retained_byte_and_counts_length_from_there,

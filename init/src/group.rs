@@ -66,9 +66,10 @@ impl Step {
     }
 }
 
-/// What an escalation is waiting for; reported to its caller as it changes.
+/// Which part of a death an escalation is waiting for; reported to its caller
+/// as it changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub enum DeathWait {
     /// The group's leader (the job's direct child) has not been reaped yet.
     Exiting,
     /// The leader has been reaped; other members of the group remain.
@@ -153,9 +154,9 @@ impl Init {
     /// sends and checks once without waiting. The waits are woken by the
     /// reaper (`Init::wait_until`); no extra polling.
     ///
-    /// `on_phase` is told what the wait is waiting for whenever that changes:
-    /// [`Phase::Exiting`] while the leader is unreaped, then
-    /// [`Phase::Draining`] while other members remain.
+    /// `on_wait` is told what the wait is waiting for whenever that changes:
+    /// [`DeathWait::Exiting`] while the leader is unreaped, then
+    /// [`DeathWait::Draining`] while other members remain.
     ///
     /// Cancel by dropping the future (e.g. in `tokio::select!` against a
     /// cancellation token): it holds no lock and no resource across an
@@ -168,9 +169,9 @@ impl Init {
         &self,
         pgid: Pid,
         steps: &[Step],
-        on_phase: impl FnMut(Phase),
+        on_wait: impl FnMut(DeathWait),
     ) -> Result<Escalation, SignalError> {
-        let mut tracked = self.escalate_groups(&[pgid], steps, on_phase).await;
+        let mut tracked = self.escalate_groups(&[pgid], steps, on_wait).await;
         match tracked.pop() {
             Some(Tracked { error: Some(e), .. }) => Err(e),
             Some(t) => Ok(t.outcome),
@@ -180,13 +181,13 @@ impl Init {
 
     /// [`Init::escalate`] for many groups at once: each step signals every
     /// group still alive, then one shared wait runs until all are dead or the
-    /// step's time is up. `on_phase` reports [`Phase::Exiting`] while any
+    /// step's time is up. `on_wait` reports [`DeathWait::Exiting`] while any
     /// leader is unreaped. Returns one entry per group, in order.
     pub(crate) async fn escalate_groups(
         &self,
         groups: &[Pid],
         steps: &[Step],
-        mut on_phase: impl FnMut(Phase),
+        mut on_wait: impl FnMut(DeathWait),
     ) -> Vec<Tracked> {
         let mut tracked: Vec<Tracked> = groups
             .iter()
@@ -245,14 +246,14 @@ impl Init {
                     Standing::Draining => true,
                     Standing::Dead => false,
                 });
-                let phase = if exiting {
-                    Phase::Exiting
+                let awaited = if exiting {
+                    DeathWait::Exiting
                 } else {
-                    Phase::Draining
+                    DeathWait::Draining
                 };
-                if !alive.is_empty() && reported != Some(phase) {
-                    reported = Some(phase);
-                    on_phase(phase);
+                if !alive.is_empty() && reported != Some(awaited) {
+                    reported = Some(awaited);
+                    on_wait(awaited);
                 }
                 alive.is_empty()
             })

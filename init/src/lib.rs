@@ -62,7 +62,7 @@ use std::sync::Arc;
 use nix::sys::signal::{SigmaskHow, pthread_sigmask};
 use tokio::sync::{mpsc, watch};
 
-pub use group::{Escalation, Phase, SignalError, Step, Survived, group_exists, signal_group};
+pub use group::{DeathWait, Escalation, SignalError, Step, Survived, group_exists, signal_group};
 pub use intake::Event;
 pub use procinfo::Survivor;
 pub use reaper::{ExitStatus, ExitWatch, Reaped, ReaperGone, UsageWatch};

@@ -1,10 +1,12 @@
 //! The JSON forms of SPEC §5.1 (stream specs) and §5.2 (capture policy), parsed into types
 //! that cannot hold a malformed request.
 //!
-//! Parsing is strict about shape (unknown fields, wrong types and conflicting fields are
-//! errors, so a typo is reported instead of silently capturing something else) and lenient
-//! about values the spec defines away: negative `from`/`length` count as 0, and integral
-//! floats such as `10.0` are accepted because some clients emit every number as a float.
+//! Parsing is strict about shape (unknown fields and wrong types are errors, so a typo is
+//! reported instead of silently capturing something else) and lenient about values the spec
+//! defines away: negative `from`/`length` count as 0, integral floats such as `10.0` are
+//! accepted because some clients emit every number as a float, and an object with `tail`
+//! reads by `tail` whatever else it holds (`from`, `length` and `unaligned` are then ignored,
+//! unread, as the reference does: SPEC §4.8a).
 //! Every error's text contains "invalid"; the server wraps it as `invalid arguments: …`.
 
 use std::fmt;
@@ -92,14 +94,6 @@ impl StreamSpec {
             )));
         }
         if let Some(tail) = fields.get("tail") {
-            if let Some(other) = ["from", "length", "unaligned"]
-                .into_iter()
-                .find(|k| fields.contains_key(*k))
-            {
-                return Err(SpecError::new(format!(
-                    "invalid stream spec: \"tail\" cannot be combined with {other:?}"
-                )));
-            }
             return line_count(tail).map(Self::Tail);
         }
         let Some(from) = fields.get("from") else {
@@ -435,13 +429,21 @@ mod tests {
     }
 
     #[test]
-    fn tail_cannot_be_combined_with_from_length_or_unaligned() {
+    fn tail_wins_over_from_length_and_unaligned_which_are_ignored_unread() {
         for other in ["from", "length", "unaligned"] {
             let mut v = json!({"tail": 1});
             v[other] = json!(1);
-            let err = spec_error(v);
-            assert!(err.contains("invalid") && err.contains(other), "{err}");
+            assert_eq!(spec(v), StreamSpec::Tail(1), "with {other:?}");
         }
+        assert_eq!(
+            spec(json!({"tail": 2, "from": 0, "length": 5, "unaligned": true})),
+            StreamSpec::Tail(2)
+        );
+        // Ignored means not validated either: a malformed ignored value is no error.
+        assert_eq!(
+            spec(json!({"tail": 3, "from": "x", "length": [], "unaligned": 1})),
+            StreamSpec::Tail(3)
+        );
     }
 
     #[test]

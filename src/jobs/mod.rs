@@ -31,7 +31,7 @@ pub mod table;
 use std::sync::Arc;
 use std::time::Duration;
 
-use init::{Escalation, Init, Phase, Pid, Signal, SignalError, Step};
+use init::{DeathWait, Escalation, Init, Pid, Signal, SignalError, Step};
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
@@ -302,7 +302,7 @@ impl Jobs {
         id: JobId,
         pgid: Pid,
         steps: &[Step],
-        on_phase: impl FnMut(Phase),
+        on_phase: impl FnMut(DeathWait),
     ) -> Result<Escalation, SignalError> {
         let escalation = self.shared.init.escalate(pgid, steps, on_phase).await?;
         if escalation.dead || escalation.already_dead {

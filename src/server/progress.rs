@@ -3,8 +3,8 @@
 //! When a `tools/call` carries `_meta.progressToken`, the call runs beside a
 //! ticker that sends `notifications/progress {progressToken, progress,
 //! message}` every interval (the first after one interval), with `progress`
-//! counting 1, 2, 3… The tool sets the message for the phase it is in
-//! ([`Phase`]); no message set means the call is not blocking yet, and no
+//! counting 1, 2, 3… The tool sets the message for what it waits for
+//! ([`ProgressText`]); no message set means the call is not blocking yet, and no
 //! tick is sent. The ticker stops when the call completes, before its
 //! response is queued, so no progress follows the response.
 
@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 
 use super::outbox::{Message, Outbox};
 use crate::protocol;
-use crate::tools::Phase;
+use crate::tools::ProgressText;
 
 /// Runs `call`, sending progress for `token` to `out` every `every` while
 /// it runs.
 pub async fn with_ticker<T>(
     call: impl Future<Output = T>,
-    phase: &Phase,
+    text: &ProgressText,
     token: Value,
     every: Duration,
     out: &Outbox,
@@ -35,7 +35,7 @@ pub async fn with_ticker<T>(
             biased;
             result = &mut call => return result,
             _ = ticks.tick() => {
-                if let Some(message) = phase.current() {
+                if let Some(message) = text.current() {
                     n += 1;
                     let line = protocol::notification_line(
                         "notifications/progress",

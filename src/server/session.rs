@@ -45,7 +45,7 @@ use super::progress;
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
 use crate::protocol::{self, ErrorCode, Incoming, RequestId};
-use crate::tools::{self, App, Call, CallError, Phase};
+use crate::tools::{self, App, Call, CallError, ProgressText};
 
 /// How long a call may run on after its session ended before it is
 /// answered `-32800` regardless (a call busy in a non-blocking step
@@ -349,7 +349,7 @@ impl Session {
                 app: Arc::clone(&session.app),
                 cancel: cancel.clone(),
                 shutdown: session.shutdown.clone(),
-                phase: Phase::default(),
+                progress: ProgressText::default(),
                 revision: session.revision(),
             };
             // A call starts its work only while its outbox has room, and at
@@ -375,15 +375,15 @@ impl Session {
                     Some(t) => {
                         let every = call.app.config.progress_interval;
                         progress::with_ticker(
-                            tools::call(&call, &params),
-                            &call.phase,
+                            tools::dispatch(&call, &params),
+                            &call.progress,
                             t,
                             every,
                             &out,
                         )
                         .await
                     }
-                    None => tools::call(&call, &params).await,
+                    None => tools::dispatch(&call, &params).await,
                 }
             };
             let ended = session.calls.clone();

@@ -49,12 +49,23 @@ pub fn opt_seconds(args: &Args, key: &str) -> Result<Option<f64>, ToolError> {
 
 /// A job id argument that must be present. Missing or `null` gives
 /// `"job_id" is required`; any string that is not a job id — empty and
-/// blank ones included — is an unknown job, shown as given (SPEC §4.8a).
+/// blank ones included — is an unknown job, shown as given (SPEC §4.8a;
+/// `input` and `kill` take [`job_id_not_empty`] instead).
 pub fn job_id(args: &Args) -> Result<JobId, ToolError> {
     match args.get("job_id") {
         None | Some(Value::Null) => Err(ToolError::JobIdRequired),
         Some(Value::String(s)) => JobId::parse(s).ok_or_else(|| ToolError::unknown(s)),
         Some(_) => Err(ToolError::invalid("\"job_id\" must be a string")),
+    }
+}
+
+/// [`job_id`] for `input` and `kill`, whose handlers in the reference also
+/// check for an empty id: `""` is `"job_id" is required` there, not an
+/// unknown job (SPEC §4.8a). A blank id (`"  "`) is still unknown.
+pub fn job_id_not_empty(args: &Args) -> Result<JobId, ToolError> {
+    match args.get("job_id") {
+        Some(Value::String(s)) if s.is_empty() => Err(ToolError::JobIdRequired),
+        _ => job_id(args),
     }
 }
 
@@ -89,5 +100,32 @@ mod tests {
             );
         }
         assert_eq!(job_id(&args(json!({"job_id": "job-3"}))), Ok(JobId(3)));
+    }
+
+    #[test]
+    fn job_id_not_empty_requires_a_non_empty_id_and_is_job_id_otherwise() {
+        for v in [json!({}), json!({"job_id": null}), json!({"job_id": ""})] {
+            assert_eq!(
+                job_id_not_empty(&args(v.clone())).unwrap_err(),
+                ToolError::JobIdRequired,
+                "{v}"
+            );
+        }
+        for s in ["  ", "nope", "job-0"] {
+            assert_eq!(
+                job_id_not_empty(&args(json!({ "job_id": s })))
+                    .unwrap_err()
+                    .to_string(),
+                format!("unknown job_id \"{s}\"")
+            );
+        }
+        assert_eq!(
+            job_id_not_empty(&args(json!({"job_id": 3}))).unwrap_err(),
+            ToolError::invalid("\"job_id\" must be a string")
+        );
+        assert_eq!(
+            job_id_not_empty(&args(json!({"job_id": "job-3"}))),
+            Ok(JobId(3))
+        );
     }
 }

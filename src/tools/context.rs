@@ -1,5 +1,5 @@
 //! What a tool call can reach: the shared server state ([`App`]) and the
-//! call's own context ([`Call`]): its cancellation, its progress phase and
+//! call's own context ([`Call`]): its cancellation, its progress text and
 //! the session's revision. Nothing here names a session or a transport.
 
 use std::borrow::Cow;
@@ -40,8 +40,8 @@ pub struct Call {
     /// Cancelled when the server shuts down: the server then tears every job
     /// down itself, so a cancelled call must not start a teardown of its own.
     pub shutdown: CancellationToken,
-    /// The phase reported by progress notifications.
-    pub phase: Phase,
+    /// The text progress notifications report while the call blocks.
+    pub progress: ProgressText,
     /// The session's negotiated revision (what the result may carry).
     pub revision: Revision,
 }
@@ -60,13 +60,14 @@ impl Call {
     }
 }
 
-/// The message of the phase a blocking call is in, read by the session's
-/// progress ticker. No message set = not blocking yet, no tick.
+/// The "still running" text of a blocking call (what it is waiting for),
+/// read by the session's progress ticker. No text set = not blocking yet,
+/// no tick.
 #[derive(Clone, Default, Debug)]
-pub struct Phase(Arc<Mutex<Option<Cow<'static, str>>>>);
+pub struct ProgressText(Arc<Mutex<Option<Cow<'static, str>>>>);
 
-impl Phase {
-    /// Sets the message for the current phase (a fixed text, or one that
+impl ProgressText {
+    /// Sets the text for what the call now waits for (a fixed text, or one that
     /// names its job, e.g. `"job-7 still running"`).
     pub fn set(&self, message: impl Into<Cow<'static, str>>) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.into());

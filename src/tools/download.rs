@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::upload::path_arg;
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, cancellable};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, Kind, read};
 use crate::protocol::result::Payload;
@@ -98,7 +98,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(download(call, a))
 }
 
-async fn download(call: &Call, a: &Args) -> Outcome {
+async fn download(call: &Call, a: &Args) -> ToolOutcome {
     let path = path_arg(a)?;
     let offset = opt_u64(a, "offset")?.unwrap_or(0);
     let length = opt_u64(a, "length")?;

@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use super::schema;
-use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, args, cancellable};
+use super::{Args, Call, Effect, Fail, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::capture::CapturePolicy;
 use crate::config::Config;
 use crate::jobs::result::{JobResult, Status};
@@ -320,7 +320,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(execute(call, a))
 }
 
-async fn execute(call: &Call, a: &Args) -> Outcome {
+async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     let req = parse(a, &call.app.config, &call.app.job_policy, call.revision)?;
     let jobs = &call.app.jobs;
     let rev = call.revision;
@@ -406,9 +406,9 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
     // From 2025-03-26 on the message names the job, so a client that lost
     // its HTTP stream can find it (SPEC §11); Part I keeps its fixed text.
     if rev.has_part_two() {
-        call.phase.set(format!("{id} still running"));
+        call.progress.set(format!("{id} still running"));
     } else {
-        call.phase.set("command still running");
+        call.progress.set("command still running");
     }
     let yield_at = req.yield_after.map(|y| Instant::now() + y);
     match cancellable(&call.cancel, jobs.await_terminal(id, yield_at)).await {
@@ -420,7 +420,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
 }
 
 /// Claims and delivers a terminal job's result.
-fn deliver(call: &Call, id: JobId) -> Outcome {
+fn deliver(call: &Call, id: JobId) -> ToolOutcome {
     match call.app.jobs.table().claim(id) {
         Claim::Delivered(job) => {
             let result = JobResult::delivered(&job, &call.view());
@@ -432,7 +432,7 @@ fn deliver(call: &Call, id: JobId) -> Outcome {
 }
 
 /// `{job_id, state, label?, yielded?}` of a job that runs on.
-fn running(call: &Call, id: JobId, yielded: Option<bool>) -> Outcome {
+fn running(call: &Call, id: JobId, yielded: Option<bool>) -> ToolOutcome {
     let rev = call.revision;
     let status = call
         .app

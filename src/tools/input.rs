@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 use super::schema;
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::jobs::result::Status;
 use crate::protocol::result::Payload;
 
@@ -40,8 +40,8 @@ pub fn write_error(e: &std::io::Error) -> ToolError {
     ToolError::StdinWrite(init::errno_text(e))
 }
 
-async fn input(call: &Call, a: &Args) -> Outcome {
-    let id = args::job_id(a)?;
+async fn input(call: &Call, a: &Args) -> ToolOutcome {
+    let id = args::job_id_not_empty(a)?;
     let data = args::opt_str(a, "data")?.unwrap_or("");
     let close = args::opt_bool(a, "close")?;
     let table = call.app.jobs.table();

@@ -26,12 +26,12 @@
 
 use std::time::Duration;
 
-use init::{Phase, Pid, Signal, Step, Survivor};
+use init::{DeathWait, Pid, Signal, Step, Survivor};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::schema;
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::jobs::result::JobResult;
 use crate::jobs::{Claim, JobId};
 use crate::protocol::result::Payload;
@@ -153,8 +153,8 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(kill(call, a))
 }
 
-async fn kill(call: &Call, a: &Args) -> Outcome {
-    let id = args::job_id(a)?;
+async fn kill(call: &Call, a: &Args) -> ToolOutcome {
+    let id = args::job_id_not_empty(a)?;
     let plan = parse_signal(a)?;
     let timeout = args::opt_seconds(a, "timeout")?
         .unwrap_or(DEFAULT_TIMEOUT)
@@ -201,11 +201,11 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
         Plan::One(sig) => vec![Step::new(sig, wait)],
         Plan::Assured => vec![Step::new(Signal::TERM, wait), Step::new(Signal::KILL, wait)],
     };
-    let phase = &call.phase;
-    let on_phase = |p: Phase| {
-        phase.set(match p {
-            Phase::Exiting => "waiting for the process to exit",
-            Phase::Draining => "waiting for the process group to drain",
+    let progress = &call.progress;
+    let on_phase = |p: DeathWait| {
+        progress.set(match p {
+            DeathWait::Exiting => "waiting for the process to exit",
+            DeathWait::Draining => "waiting for the process group to drain",
         });
     };
     // Noted before any is sent: a death by one of them is `cause: "killed"`.
@@ -259,7 +259,7 @@ async fn kill(call: &Call, a: &Args) -> Outcome {
 
 /// The answer for a job that was fully gone before any signal: its result
 /// (or, for a job an `/exec` stream owns, that the stream delivers it).
-fn already_terminated(call: &Call, id: JobId, owned: bool) -> Outcome {
+fn already_terminated(call: &Call, id: JobId, owned: bool) -> ToolOutcome {
     if owned {
         let mut out = Killed::new(id, true);
         out.already_terminated = Some(true);

@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::json;
 
-use super::{Args, Call, Effect, Outcome, Running, Tool};
+use super::{Args, Call, Effect, Running, Tool, ToolOutcome};
 use crate::jobs::JobId;
 use crate::jobs::result::Status;
 use crate::protocol::result::Payload;
@@ -68,7 +68,7 @@ fn run<'a>(call: &'a Call, _: &'a Args) -> Running<'a> {
     Box::pin(async move { list(call) })
 }
 
-fn list(call: &Call) -> Outcome {
+fn list(call: &Call) -> ToolOutcome {
     let jobs = call
         .app
         .jobs

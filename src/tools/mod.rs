@@ -5,7 +5,7 @@
 //! A handler returns a typed [`Payload`] (serialised on write), a
 //! [`ToolError`] (an `isError:true` result with one of SPEC §4.9's texts) or
 //! [`Fail::Cancelled`] (JSON-RPC `-32800`). Protocol-level problems (params
-//! not an object, unknown tool) are JSON-RPC errors, raised in [`call`]
+//! not an object, unknown tool) are JSON-RPC errors, raised in [`dispatch`]
 //! before any tool runs.
 //!
 //! Tools see the job service and the call's context ([`Call`]); they never
@@ -33,18 +33,18 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 
 pub use args::Args;
-pub use context::{App, Call, Phase};
+pub use context::{App, Call, ProgressText};
 pub use error::{Fail, ToolError};
 
 use crate::protocol::ErrorCode;
 use crate::protocol::result::{CallResult, Payload};
 use crate::protocol::version::Revision;
 
-/// A handler's outcome.
-pub type Outcome = Result<Payload, Fail>;
+/// A tool handler's outcome: its payload, or how it failed.
+pub type ToolOutcome = Result<Payload, Fail>;
 
 /// A handler's future.
-pub type Running<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+pub type Running<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
 
 /// What a client is told about a tool's effects (MCP annotations).
 #[derive(Clone, Copy, Debug)]
@@ -170,7 +170,7 @@ pub enum CallError {
 
 /// Handles one `tools/call`: validates the envelope, runs the tool, wraps
 /// the outcome.
-pub async fn call(call: &Call, params: &Value) -> Result<CallResult, CallError> {
+pub async fn dispatch(call: &Call, params: &Value) -> Result<CallResult, CallError> {
     let Some(params) = params.as_object() else {
         return Err(CallError::Protocol(
             ErrorCode::INVALID_PARAMS,

@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::schema;
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
 use crate::protocol::result::Payload;
@@ -35,7 +35,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(async move { output(call, a) })
 }
 
-fn output(call: &Call, a: &Args) -> Outcome {
+fn output(call: &Call, a: &Args) -> ToolOutcome {
     let spec = |key: &str| -> Result<StreamSpec, ToolError> {
         match a.get(key) {
             None => Ok(StreamSpec::None),

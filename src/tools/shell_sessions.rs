@@ -19,7 +19,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args};
 use crate::jobs::shell_session::Shown;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
@@ -118,7 +118,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(async move { shell_sessions(call, a) })
 }
 
-fn shell_sessions(call: &Call, a: &Args) -> Outcome {
+fn shell_sessions(call: &Call, a: &Args) -> ToolOutcome {
     let sessions = call.app.jobs.sessions();
     let action = args::opt_str(a, "action")?;
     let name = || -> Result<String, ToolError> {

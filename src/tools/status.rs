@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::schema;
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args};
 use crate::jobs::result::Status;
 use crate::protocol::result::Payload;
 
@@ -26,7 +26,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(async move { status(call, a) })
 }
 
-fn status(call: &Call, a: &Args) -> Outcome {
+fn status(call: &Call, a: &Args) -> ToolOutcome {
     let id = args::job_id(a)?;
     let status = call
         .app

@@ -19,7 +19,7 @@ use base64::Engine;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args, cancellable};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::files::commit::{self, Committed, Options, Staged};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, read};
@@ -63,8 +63,8 @@ pub const TOOL: Tool = Tool {
     run,
 };
 
-/// A validated request.
-struct Request {
+/// A validated `upload` call: what to write where.
+struct Upload {
     path: PathBuf,
     content: Vec<u8>,
     sha256: Option<[u8; 32]>,
@@ -78,7 +78,7 @@ pub fn path_arg(a: &Args) -> Result<PathBuf, ToolError> {
     files::path::from_text(text).map_err(|e| ToolError::invalid(format!("\"path\": {e}")))
 }
 
-fn parse(a: &Args, max: usize) -> Result<Request, ToolError> {
+fn parse(a: &Args, max: usize) -> Result<Upload, ToolError> {
     let path = path_arg(a)?;
     let too_big = |n: usize| {
         ToolError::File(format!(
@@ -132,7 +132,7 @@ fn parse(a: &Args, max: usize) -> Result<Request, ToolError> {
         None | Some(serde_json::Value::Null) => true,
         _ => args::opt_bool(a, "overwrite")?,
     };
-    Ok(Request {
+    Ok(Upload {
         path,
         content,
         sha256,
@@ -171,7 +171,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(upload(call, a))
 }
 
-async fn upload(call: &Call, a: &Args) -> Outcome {
+async fn upload(call: &Call, a: &Args) -> ToolOutcome {
     let req = parse(a, call.app.config.max_transfer_bytes)?;
     let app = Arc::clone(&call.app);
     let task = tokio::task::spawn_blocking(move || write(&app.cwd, req));
@@ -183,7 +183,7 @@ async fn upload(call: &Call, a: &Args) -> Outcome {
 }
 
 /// Resolves, skips identical content, and commits.
-fn write(policy: &CwdPolicy, req: Request) -> Result<Committed, FileError> {
+fn write(policy: &CwdPolicy, req: Upload) -> Result<Committed, FileError> {
     let place = Place::resolve(policy, &req.path, req.mkdirs)?;
     let sha: [u8; 32] = Sha256::digest(&req.content).into();
     if let Some(expected) = req.sha256

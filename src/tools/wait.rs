@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::schema;
-use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, deadline_in};
+use super::{Args, Call, Effect, Fail, Running, Tool, ToolError, ToolOutcome, deadline_in};
 use crate::jobs::result::{JobResult, Status, View};
 use crate::jobs::{JobId, Stream, WaitEntry};
 use crate::protocol::result::Payload;
@@ -187,7 +187,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
     Box::pin(wait(call, a))
 }
 
-async fn wait(call: &Call, a: &Args) -> Outcome {
+async fn wait(call: &Call, a: &Args) -> ToolOutcome {
     let ids = parse_ids(a)?;
     let timeout = match super::args::opt_seconds(a, "timeout")? {
         Some(t) => t,
@@ -206,7 +206,7 @@ async fn wait(call: &Call, a: &Args) -> Outcome {
         return Err(ToolError::OwnedByStream(owned).into());
     }
     let view = call.view();
-    call.phase.set("waiting for jobs");
+    call.progress.set("waiting for jobs");
     loop {
         // Registered before the table is checked, so no change is missed.
         let changed = table.changed();

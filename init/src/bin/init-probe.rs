@@ -36,8 +36,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use init::{
-    Cwd, Escalation, Event, ExitStatus, ExitWatch, Init, Phase, Pid, Program, Signal, SpawnSpec,
-    Spawned, Step,
+    Cwd, DeathWait, Escalation, Event, ExitStatus, ExitWatch, Init, Pid, Program, Signal,
+    SpawnSpec, Spawned, Step,
 };
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -489,7 +489,7 @@ async fn escalate(init: &Init, name: &str, pgid: Pid, steps: &[Step]) -> Option<
     let mut phases = Vec::new();
     let started = Instant::now();
     let result = init
-        .escalate(pgid, steps, |p: Phase| phases.push(format!("{p:?}")))
+        .escalate(pgid, steps, |p: DeathWait| phases.push(format!("{p:?}")))
         .await;
     println!("{name}_ms={}", started.elapsed().as_millis());
     let outcome = match result {

@@ -1,6 +1,8 @@
-//! `mcp-exec health URL` (SPEC §15): a health check for exec probes and
-//! image `HEALTHCHECK`s in images without curl. Exit 0 when `URL` answers
-//! `200`, 1 otherwise (why on stderr), 2 for a malformed URL.
+//! `mcp-exec health URL` (SPEC §15), the probe *client*: a health check for
+//! exec probes and image `HEALTHCHECK`s in images without curl. Exit 0 when
+//! `URL` answers `200`, 1 otherwise (why on stderr), 2 for a malformed URL.
+//! The endpoints it probes (`/healthz`, `/livez`) are served by the HTTP
+//! transport, not here.
 //!
 //! One HTTP/1.1 `GET` over a plain `TcpStream`, hand-written because it is
 //! tiny and a client crate would add to every image: `http://` only,
