@@ -3,7 +3,7 @@
 # machine (SPEC §15); scripts/kube_variant.py says what differs and why. Arguments are passed
 # on, e.g.
 #   scripts/kube-variant.sh --image localhost/mcp-exec:scratch --token-file /path/token \
-#       --http-port 18080 --metrics-port 19090 --name mcp-exec-test > variant.yaml
+#       --http-port 18080 --metrics-port 19091 --name mcp-exec-test > variant.yaml
 #   podman kube play variant.yaml ... podman kube down variant.yaml
 # Uses deploy/.venv (scripts/k8s-venv.sh installs PyYAML there from the pins).
 set -euo pipefail

@@ -67,9 +67,9 @@ def check(pod):
         return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
     expect(arg("--http") == "0.0.0.0:8080", "args: --http 0.0.0.0:8080")
-    expect(arg("--metrics-listen") == "0.0.0.0:9090", "args: --metrics-listen 0.0.0.0:9090")
+    expect(arg("--metrics-listen") == "0.0.0.0:9091", "args: --metrics-listen 0.0.0.0:9091")
     expect("--no-stdio" in args, "args: --no-stdio")
-    expect(ports.get("http") == 8080 and ports.get("metrics") == 9090, "ports http 8080, metrics 9090")
+    expect(ports.get("http") == 8080 and ports.get("metrics") == 9091, "ports http 8080, metrics 9091")
 
     token = env.get("MCP_EXEC_HTTP_TOKEN_FILE") or ""
     expect("MCP_EXEC_HTTP_TOKEN" not in env, "no inline MCP_EXEC_HTTP_TOKEN")
@@ -82,13 +82,13 @@ def check(pod):
     for kind, path in (("readinessProbe", "/healthz"), ("livenessProbe", "/livez")):
         get = c.get(kind, {}).get("httpGet", {})
         expect(
-            get.get("path") == path and get.get("port") in ("metrics", 9090),
+            get.get("path") == path and get.get("port") in ("metrics", 9091),
             f"{kind}: httpGet {path} on the metrics port",
         )
 
     ann = pod["metadata"].get("annotations", {})
     expect(ann.get("prometheus.io/scrape") == "true", "annotation prometheus.io/scrape: 'true'")
-    expect(ann.get("prometheus.io/port") == "9090", "annotation prometheus.io/port: '9090'")
+    expect(ann.get("prometheus.io/port") == "9091", "annotation prometheus.io/port: '9091'")
     expect(ann.get("prometheus.io/path") == "/metrics", "annotation prometheus.io/path: /metrics")
 
     expect(c.get("securityContext", {}).get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem: true")

@@ -206,8 +206,8 @@ mod tests {
         );
         assert_eq!(Target::parse("HTTP://web"), Ok(target("web", 80, "/")));
         assert_eq!(
-            Target::parse("http://[::1]:9090/livez?x=1#f"),
-            Ok(target("[::1]", 9090, "/livez?x=1"))
+            Target::parse("http://[::1]:9091/livez?x=1#f"),
+            Ok(target("[::1]", 9091, "/livez?x=1"))
         );
         assert_eq!(Target::parse("http://h?q"), Ok(target("h", 80, "/?q")));
         assert_eq!(Target::parse("http://[::1]/"), Ok(target("[::1]", 80, "/")));

@@ -69,14 +69,14 @@ impl Drop for PyServer {
 }
 
 fn health(url: &str, env: &[(&str, &str)]) -> Output {
-    Command::new(binary())
+    let mut command = Command::new(binary());
+    command
         .args(["health", url])
         .env_remove("MCP_EXEC_HTTP_TOKEN")
         .env_remove("MCP_EXEC_HTTP_TOKEN_FILE")
         .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .expect("running mcp-exec health")
+        .stdin(Stdio::null());
+    crate::support::guard::output(command).expect("running mcp-exec health")
 }
 
 fn stderr(out: &Output) -> String {
@@ -139,7 +139,9 @@ fn a_url_that_is_not_http_is_a_usage_error() {
     let out = health("https://127.0.0.1/", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("only http://"), "{}", stderr(&out));
-    let out = Command::new(binary()).arg("health").output().expect("run");
+    let mut command = Command::new(binary());
+    command.arg("health");
+    let out = crate::support::guard::output(command).expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
 

@@ -833,12 +833,12 @@ mod bare_only {
 // ---------------------------------------------------------------------------
 
 fn refusal(env: &[(&str, &str)], args: &[&str]) -> String {
-    let out = Command::new(crate::support::binary())
+    let mut command = Command::new(crate::support::binary());
+    command
         .args(args)
         .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(std::process::Stdio::null());
+    let out = crate::support::guard::output(command).unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

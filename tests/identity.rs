@@ -167,17 +167,22 @@ fn a_2024_11_05_session_ignores_user_and_limits(t: Target) {
 
 /// The binary started as `nobody` itself: one exchange over its stdio.
 fn exchange_as_nobody(env: &[(&str, &str)], args: &[&str], call: Value) -> Value {
-    let mut child = Command::new(crate::support::binary())
+    let mut command = Command::new(crate::support::binary());
+    command
         .args(args)
         .envs(env.iter().copied())
+        .current_dir("/");
+    let (mut command, mark) = crate::support::guard::prepare(command, true);
+    let child = command
         .uid(65534)
         .gid(65534)
-        .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting the binary as nobody");
+    let _ended = mark.guard(child.id());
+    let mut child = child;
     let lines = [
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                "params": {"protocolVersion": LATEST, "capabilities": {},
@@ -433,11 +438,9 @@ fn an_invalid_job_limits_setting_stops_the_server_with_exit_2_naming_it() {
         r#"{"memory": 5}"#,
         "[1]",
     ] {
-        let out = Command::new(crate::support::binary())
-            .env("MCP_EXEC_JOB_LIMITS", bad)
-            .stdin(Stdio::null())
-            .output()
-            .expect("running the binary");
+        let mut command = Command::new(crate::support::binary());
+        command.env("MCP_EXEC_JOB_LIMITS", bad).stdin(Stdio::null());
+        let out = crate::support::guard::output(command).expect("running the binary");
         assert_eq!(out.status.code(), Some(2), "{bad}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("MCP_EXEC_JOB_LIMITS"), "{bad}: {err}");

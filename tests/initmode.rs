@@ -88,16 +88,24 @@ fn run_with(
     }
     words.push("--".into());
     words.extend(argv.iter().map(|s| (*s).to_owned()));
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    run_words(&words, init, stdin, env)
+}
 
+/// Runs `words` (an init and its command line) with `stdin` as its input;
+/// fails the test if it takes longer than [`CASE_TIMEOUT`].
+fn run_words(words: &[&str], init: Init, stdin: &[u8], env: &[(&str, &str)]) -> Outcome {
     let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..])
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
+    cmd.args(&words[1..]).envs(env.iter().copied());
+    // Only mcp-exec is asked to reset what it inherited (issue 19 §5).
+    let (mut cmd, mark) = support::guard::prepare(cmd, init == Init::McpExec);
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Its own group, so that a timeout can kill the init and what it ran.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn().expect("spawning the init");
+    let _ended = mark.guard(child.id());
     {
         use std::io::Write;
         let mut input = child.stdin.take().expect("stdin");
@@ -170,6 +178,26 @@ fn sigint_to_the_init_goes_to_the_command(place: Place) {
         "trap 'exit 43' INT; kill -INT $PPID; while :; do sleep 0.05; done",
         43,
     );
+}
+
+/// Started as under `nohup` or from a backgrounding script (issue 19 §5):
+/// mcp-exec inherits HUP, INT and QUIT ignored, and its command must not,
+/// or the command's shell could not trap INT (a non-interactive shell
+/// cannot trap a signal ignored when it started) and would sleep, exit 1.
+fn sigint_goes_to_the_command_of_an_init_started_with_hup_int_and_quit_ignored(place: Place) {
+    let mut words = vec!["sh", "-c", "trap '' HUP INT QUIT; exec \"$0\" \"$@\""];
+    if place == Place::Pid1 {
+        words.extend(["unshare", "--pid", "--fork", "--mount-proc"]);
+    }
+    words.extend([
+        binary(),
+        "--",
+        "sh",
+        "-c",
+        "trap 'exit 43' INT; kill -INT $PPID; sleep 5; exit 1",
+    ]);
+    let out = run_words(&words, Init::McpExec, b"", &[]);
+    assert_eq!(out.code, Some(43), "{place:?}: {out:?}");
 }
 
 fn sigusr1_to_the_init_goes_to_the_command(place: Place) {
@@ -298,10 +326,9 @@ fn the_orphan_check_sees_the_zombie_an_init_that_does_not_reap_leaves() {
 /// `mcp-exec --` with nothing after it is a usage error.
 #[test]
 fn a_double_dash_without_a_command_is_a_usage_error() {
-    let out = Command::new(binary())
-        .arg("--")
-        .output()
-        .expect("running mcp-exec");
+    let mut command = Command::new(binary());
+    command.arg("--");
+    let out = support::guard::output(command).expect("running mcp-exec");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no command after"));
 }
@@ -318,6 +345,7 @@ in_both_places!(
     death_by_sigkill_exits_137,
     sigterm_to_the_init_goes_to_the_command_and_does_not_end_the_init,
     sigint_to_the_init_goes_to_the_command,
+    sigint_goes_to_the_command_of_an_init_started_with_hup_int_and_quit_ignored,
     sigusr1_to_the_init_goes_to_the_command,
     sigpipe_sent_by_another_process_goes_to_the_command,
     an_orphan_of_the_command_is_reaped,

@@ -895,6 +895,45 @@ pub fn forwarded_signals_reach_every_running_jobs_group(
     }
 }
 
+/// The `SigIgn` mask (hexadecimal) of `/proc/<pid>/status`.
+fn sigign_of(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn line in {status:?}"))
+}
+
+/// Started as under `nohup` or from a backgrounding script (issue 19 §5):
+/// the server inherits HUP, INT and QUIT ignored; its jobs must not.
+fn a_job_has_every_signal_at_its_default_whatever_the_server_inherited(t: Target) {
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg("trap '' HUP INT QUIT; exec \"$0\" \"$@\"");
+    if t == Target::Pid1 {
+        command.args(["unshare", "--pid", "--fork", "--mount-proc"]);
+    }
+    command.arg(crate::support::binary());
+    let mut s = Server::spawn_command(t, command);
+    s.initialize("2024-11-05");
+    let server = s.server_host_pid().expect("the server's pid");
+    let status = std::fs::read_to_string(format!("/proc/{server}/status")).expect("its status");
+    let inherited = (1 << 0) | (1 << 1) | (1 << 2);
+    assert_eq!(
+        sigign_of(&status) & inherited,
+        inherited,
+        "the server did not start with HUP, INT and QUIT ignored: {status}"
+    );
+    let r = s.exec("cat /proc/$$/status");
+    let job = r["stdout"]["data"].as_str().expect("stdout");
+    assert_eq!(sigign_of(job), 0, "the job's status: {job}");
+    let r = s.exec("kill -HUP $$; exit 3");
+    assert_eq!(r["state"], json!("error"), "{r}");
+    assert_eq!(r["signal"], json!("hangup"), "{r}");
+    assert_eq!(r["signal_number"], json!(1), "{r}");
+}
+
 fn signals_to_the_server_pid_are_forwarded_to_the_jobs(t: Target) {
     let mut s = Server::started(t);
     let pid = s
@@ -1294,6 +1333,22 @@ mod server_signals {
         sigterm_to_the_server_as_pid_1_shuts_it_down_gracefully: Pid1, "TERM";
         sigint_to_the_server_as_pid_1_shuts_it_down_gracefully: Pid1, "INT";
         sigquit_to_the_server_as_pid_1_shuts_it_down_gracefully: Pid1, "QUIT";
+    }
+
+    #[test]
+    fn a_job_of_a_bare_server_started_with_hup_int_and_quit_ignored_has_every_signal_at_its_default()
+     {
+        if Target::Bare.available() {
+            a_job_has_every_signal_at_its_default_whatever_the_server_inherited(Target::Bare);
+        }
+    }
+
+    #[test]
+    fn a_job_of_the_server_as_pid_1_started_with_hup_int_and_quit_ignored_has_every_signal_at_its_default()
+     {
+        if Target::Pid1.available() {
+            a_job_has_every_signal_at_its_default_whatever_the_server_inherited(Target::Pid1);
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub struct RawServer {
     /// Everything the server wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
     container: Option<String>,
+    mark: crate::support::guard::Mark,
 }
 
 /// What the reading thread sends back.
@@ -54,7 +55,7 @@ impl RawServer {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let mut command = if target.is_container() {
+        let command = if target.is_container() {
             target.command(env, &name)
         } else {
             let mut command = target.command(&[], &name);
@@ -67,6 +68,7 @@ impl RawServer {
             command.envs(env.iter().copied());
             command
         };
+        let (mut command, mark) = crate::support::guard::prepare(command, !target.is_container());
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -94,6 +96,7 @@ impl RawServer {
             child,
             stderr: log,
             container: target.is_container().then_some(name),
+            mark,
         }
     }
 
@@ -248,7 +251,7 @@ impl RawServer {
 
 impl Drop for RawServer {
     fn drop(&mut self) {
-        crate::support::end(self.container.as_deref(), &mut self.child);
+        crate::support::end(self.container.as_deref(), &mut self.child, &self.mark);
     }
 }
 

@@ -4,8 +4,9 @@
 //! The child gets: a new process group whose id is its pid; stdin, stdout and
 //! stderr as pipes whose other ends the caller owns (never the server's own
 //! stdio); no other descriptor (ours are created close-on-exec, and start-up
-//! marked inherited ones so); the signal mask and ignored set the server
-//! started with (see `Origin`); the working directory [`Cwd`] says (the
+//! marked inherited ones so); the signal mask the server started with and
+//! every signal at its default disposition, whatever the server inherited
+//! (see `Origin`); the working directory [`Cwd`] says (the
 //! server's, a path, or an open directory descriptor); the server's
 //! environment with `env` layered on top; and the [`Setup`] it asks for
 //! (user and groups, resource limits, `oom_score_adj`, SPEC §16).
@@ -24,8 +25,8 @@
 //! beside the reaper. The container's main command (init mode), which needs
 //! none of the set-up but a terminal hand-over, keeps glibc's `posix_spawnp`.
 //!
-//! The child's steps, in order: dispositions (as `posix_spawn`: handlers and
-//! the reset set to `SIG_DFL`), `setpgid`, `oom_score_adj` (before the
+//! The child's steps, in order: dispositions (every one to `SIG_DFL`),
+//! `setpgid`, `oom_score_adj` (before the
 //! identity changes: after it `/proc/self` belongs to root), resource
 //! limits, `setgroups`/`setresgid`/`setresuid`, `chdir`/`fchdir` (as the
 //! job's user, so it must be allowed in; before the descriptor copies, so a
@@ -60,39 +61,47 @@ use crate::reaper::ExitWatch;
 use crate::sys::ChildStep;
 use crate::{Init, Pid};
 
-/// The signal state the process had when it started, restored in every job.
+/// The signal state a job starts with: the signal mask the process had when
+/// it started, and every disposition at `SIG_DFL`.
 ///
-/// Only the mask needs recording: dispositions are inherited by the child
-/// unchanged (handlers aside, reset as `posix_spawn` does), and the server never changes any (it installs no handlers), so
-/// the ignored set a job gets is the one the server started with. The
-/// exceptions are reset to `SIG_DFL` in the child ([`Origin::sigdefault`]):
-/// SIGPIPE, which Rust's runtime sets to `SIG_IGN` before `main` (its
-/// original disposition is unknowable), and glibc's internal signals 32 and
-/// 33, which glibc's `posix_spawn` child sets to `SIG_IGN` unless they are in
-/// the reset-to-default set, so their start-up state is put back exactly.
+/// The mask is recorded because the server blocks the signals it reads from
+/// its signalfd, and a job must not inherit that. Dispositions are not
+/// recorded: whatever the server inherited, every job (and init mode's main
+/// command) starts with every signal at its default, as systemd starts its
+/// services. A server started under `nohup`, or by a script that put it in
+/// the background, inherits HUP, or INT and QUIT, ignored; an ignored
+/// disposition survives `execve`, and a non-interactive shell that starts
+/// with a signal ignored cannot even `trap` it, so passing the inherited
+/// set on would make `kill -HUP` and the forwarded signals of init mode
+/// silently do nothing to the very programs they are meant for. The server
+/// itself still receives those signals: it blocks them, and a blocked
+/// signal is queued for its signalfd even while its disposition is
+/// `SIG_IGN`. (SIGPIPE is one of them: Rust's runtime ignores it before
+/// `main`. glibc's internal signals 32 and 33 too: a job is a new program,
+/// whose own libc sets them up as it needs.)
 pub(crate) struct Origin {
     /// The signal mask of the main thread before the init layer blocked anything.
     mask: SigSet,
-    /// The signals a job resets to `SIG_DFL`.
-    sigdefault: Vec<i32>,
 }
 
-/// glibc's internal real-time signals (SIGCANCEL, SIGSETXID).
-const GLIBC_INTERNAL: [i32; 2] = [32, 33];
+/// Every signal whose disposition can be set: `1..=64` but SIGKILL and SIGSTOP.
+fn all_catchable() -> impl Iterator<Item = i32> {
+    (1..=crate::sys::MAX_SIGNAL)
+        .filter(|&sig| sig != nix::libc::SIGKILL && sig != nix::libc::SIGSTOP)
+}
 
 impl Origin {
-    /// Reads the current signal mask and the dispositions of signals 32 and
-    /// 33; called by [`crate::prepare`] before it blocks anything.
+    /// Reads the current signal mask; called by [`crate::prepare`] before it
+    /// blocks anything.
     pub(crate) fn capture() -> Origin {
-        let internal_default = GLIBC_INTERNAL
-            .into_iter()
-            .filter(|&sig| !crate::sys::rt_sigaction_is_ignored(sig));
         Origin {
             mask: SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty()),
-            sigdefault: std::iter::once(nix::libc::SIGPIPE)
-                .chain(internal_default)
-                .collect(),
         }
+    }
+
+    /// The signals a job resets to `SIG_DFL`: all of them.
+    fn sigdefault(&self) -> Vec<i32> {
+        all_catchable().collect()
     }
 }
 
@@ -526,10 +535,9 @@ impl Init {
             dup2: &dup2,
             sigmask: crate::sys::sigset_bits(&origin.mask),
             sigdefault: origin
-                .sigdefault
-                .iter()
-                .filter(|&&sig| (1..=crate::sys::MAX_SIGNAL).contains(&sig))
-                .fold(0u64, |bits, &sig| bits | 1u64 << (sig - 1)),
+                .sigdefault()
+                .into_iter()
+                .fold(0u64, |bits, sig| bits | 1u64 << (sig - 1)),
             oom_score_adj: oom_text.as_deref().map(str::as_bytes),
             rlimits: &rlimits,
             creds: spec.setup.user.as_ref().map(|u| crate::sys::Creds {
@@ -682,7 +690,9 @@ impl Init {
     /// one (as tini does, so that an interactive shell can read it); with our
     /// stdin, stdout and stderr themselves (no pipes), our environment and
     /// working directory (minus the variables named in `unset`: secrets meant
-    /// for mcp-exec only), and the signal state we started with. It is
+    /// for mcp-exec only), the signal mask we started with and every signal
+    /// at its default disposition (see `Origin`: a signal we inherited
+    /// ignored could not even be trapped by a shell CMD). It is
     /// registered with the reaper like a job, and from now on the forwarding
     /// intake sends it the signals we receive ([`crate::prepare_forwarding`]).
     ///
@@ -703,6 +713,7 @@ impl Init {
             .is_ok()
             .then(|| stdin.as_fd());
         let origin = &self.shared.origin;
+        let sigdefault = origin.sigdefault();
         let args = crate::sys::SpawnArgs {
             program: &program,
             argv: &argv,
@@ -712,7 +723,7 @@ impl Init {
             extra_fd: None,
             foreground,
             sigmask: &origin.mask,
-            sigdefault: &origin.sigdefault,
+            sigdefault: &sigdefault,
         };
 
         let (pid, exit) = self.spawn_registered(&args, program_name)?;

@@ -2,8 +2,7 @@
 //!
 //! Each function is a thin wrapper around one libc call (or one raw system
 //! call), named after it, for what `nix`/`rustix` do not offer safely: raw
-//! signal numbers including real-time ones (`kill`), querying a disposition
-//! glibc refuses to touch (`rt_sigaction`), close-on-exec by range
+//! signal numbers including real-time ones (`kill`), close-on-exec by range
 //! (`close_range`, `fcntl`), glibc's allocator knobs (`mallopt`,
 //! `malloc_trim`), `posix_spawnp` (with `chdir`/`fchdir`/`tcsetpgrp` file
 //! actions; init mode's main command), `clone(CLONE_VM | CLONE_VFORK)` with
@@ -22,26 +21,6 @@ use nix::sys::signal::SigSet;
 
 /// Highest signal number the kernel knows on Linux (`SIGRTMAX`).
 pub(crate) const MAX_SIGNAL: i32 = 64;
-
-/// Whether signal `sig`'s disposition is `SIG_IGN`, read with the raw
-/// `rt_sigaction` system call (a null new action: nothing changes). glibc's
-/// `sigaction` refuses its internal signals 32 and 33.
-pub(crate) fn rt_sigaction_is_ignored(sig: i32) -> bool {
-    // The kernel's x86_64 `struct sigaction`: handler, flags, restorer, mask.
-    let mut old = [0usize; 4];
-    // SAFETY: a null new action only reads; `old` is writable and at least as
-    // large as the kernel's struct for a sigset size of 8 bytes.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            std::ptr::null::<u8>(),
-            old.as_mut_ptr(),
-            8usize,
-        )
-    };
-    rc == 0 && old[0] == libc::SIG_IGN
-}
 
 /// `mallopt(param, value)`; returns whether glibc accepted it.
 pub(crate) fn mallopt(param: libc::c_int, value: libc::c_int) -> bool {

@@ -372,9 +372,16 @@ fn a_hundred_orphaned_sleeps_leave_no_zombies_under_pid_1() {
 }
 
 #[test]
-fn a_job_starts_with_the_blocked_and_ignored_signals_the_server_started_with_and_none_of_its_own() {
-    let out = Running::probe(&["with-signal-state", "TERM,USR1", "INT", "signal-state"])
-        .finish(Duration::from_secs(10));
+fn a_job_starts_with_the_mask_the_server_started_with_and_every_signal_at_its_default_whatever_was_ignored()
+ {
+    // As under `nohup` or a backgrounding script, plus real-time signals.
+    let out = Running::probe(&[
+        "with-signal-state",
+        "TERM,USR1",
+        "HUP,INT,QUIT,USR2,34,64",
+        "signal-state",
+    ])
+    .finish(Duration::from_secs(10));
     out.assert_completed();
     assert_eq!(out.get("job"), "exited:0");
     // The probe really started that way (SIGPIPE: Rust ignores it before main).
@@ -382,9 +389,16 @@ fn a_job_starts_with_the_blocked_and_ignored_signals_the_server_started_with_and
         out.hex("start_sigblk"),
         mask_of(&[Signal::SIGTERM, Signal::SIGUSR1])
     );
+    let realtime: u64 = (1 << 33) | (1 << 63);
     assert_eq!(
         out.hex("start_sigign"),
-        mask_of(&[Signal::SIGINT, Signal::SIGPIPE])
+        mask_of(&[
+            Signal::SIGHUP,
+            Signal::SIGINT,
+            Signal::SIGQUIT,
+            Signal::SIGUSR2,
+            Signal::SIGPIPE
+        ]) | realtime
     );
     let handled = mask_of(&[
         Signal::SIGCHLD,
@@ -397,14 +411,15 @@ fn a_job_starts_with_the_blocked_and_ignored_signals_the_server_started_with_and
         Signal::SIGWINCH,
         Signal::SIGCONT,
     ]);
-    // The server itself blocks what it reads from its signalfd …
+    // The server itself blocks what it reads from its signalfd, ignored
+    // or not (a blocked signal is queued even while it is ignored) …
     let own = out.hex("own_sigblk");
     assert_eq!(
         own & handled,
         handled,
         "the probe did not block its signals: {own:#x}"
     );
-    // … but its job gets exactly what the server started with.
+    // … but its job gets the mask the server started with, and nothing ignored.
     let blocked = out.hex("job_sigblk");
     assert_eq!(
         blocked,
@@ -412,10 +427,38 @@ fn a_job_starts_with_the_blocked_and_ignored_signals_the_server_started_with_and
         "job SigBlk {blocked:#x}"
     );
     let ignored = out.hex("job_sigign");
+    assert_eq!(ignored, 0, "job SigIgn {ignored:#x}");
     assert_eq!(
-        ignored,
-        mask_of(&[Signal::SIGINT]),
-        "job SigIgn {ignored:#x}"
+        out.get("hup_job"),
+        format!("signaled:{}", Signal::SIGHUP as i32),
+        "a job's kill -HUP $$ ends it"
+    );
+}
+
+#[test]
+fn init_modes_main_command_starts_with_every_signal_at_its_default_whatever_the_init_inherited() {
+    let out = Running::probe(&[
+        "with-signal-state",
+        "-",
+        "HUP,INT,QUIT",
+        "main-signal-state",
+    ])
+    .finish(Duration::from_secs(20));
+    out.assert_completed();
+    assert_eq!(
+        out.hex("start_sigign"),
+        mask_of(&[
+            Signal::SIGHUP,
+            Signal::SIGINT,
+            Signal::SIGQUIT,
+            Signal::SIGPIPE
+        ])
+    );
+    assert_eq!(out.hex("main_sigign"), 0, "the command's SigIgn");
+    assert_eq!(
+        out.get("main"),
+        "exited:43",
+        "the command's shell could trap INT (exit 1: INT was still ignored)"
     );
 }
 
@@ -429,6 +472,10 @@ fn a_job_of_a_server_started_with_a_clean_signal_state_has_nothing_blocked_or_ig
     assert_eq!(out.hex("start_sigign"), mask_of(&[Signal::SIGPIPE]));
     assert_eq!(out.hex("job_sigblk"), 0);
     assert_eq!(out.hex("job_sigign"), 0);
+    assert_eq!(
+        out.get("hup_job"),
+        format!("signaled:{}", Signal::SIGHUP as i32)
+    );
 }
 
 #[test]

@@ -12,12 +12,17 @@
 //! A target that cannot run here (not root, no podman, image missing) makes
 //! the test fail when `CI` is set, and skip with a printed reason otherwise.
 //!
-//! Every read has a timeout: a test never hangs on a silent server.
+//! Every read has a timeout: a test never hangs on a silent server. Every
+//! server is started through [`guard::prepare`] and ended, with everything it
+//! started, when its [`Server`] is dropped, also when the test fails.
 
 #![allow(dead_code, reason = "each test module uses a different subset")]
 
 /// A small HTTP/1.1 client (the HTTP transport and Kubernetes tests).
 pub mod http;
+
+/// Every server a test starts ends with it; the inherited signal state of a run.
+pub mod guard;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -197,6 +202,7 @@ pub struct Server {
     pub stderr: Arc<Mutex<String>>,
     next_id: i64,
     container: Option<String>,
+    mark: guard::Mark,
 }
 
 impl Server {
@@ -209,7 +215,8 @@ impl Server {
 
     /// Spawns `command` (built for `target`; `name` is the container name of
     /// a container target) and connects the client to its stdio.
-    fn spawn(target: Target, mut command: Command, name: String) -> Server {
+    fn spawn(target: Target, command: Command, name: String) -> Server {
+        let (mut command, mark) = guard::prepare(command, !target.is_container());
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -246,6 +253,7 @@ impl Server {
             stderr: log,
             next_id: 0,
             container: target.is_container().then_some(name),
+            mark,
         }
     }
 
@@ -483,13 +491,14 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        end(self.container.as_deref(), &mut self.child);
+        end(self.container.as_deref(), &mut self.child, &self.mark);
     }
 }
 
-/// Ends a server under test for good: removes its container, if any, and
-/// kills and reaps the client-side process.
-pub fn end(container: Option<&str>, child: &mut Child) {
+/// Ends a server under test for good: removes its container, if any, kills
+/// the client-side process, the server and every process either started
+/// (see [`guard`]), and reaps the client-side process.
+pub fn end(container: Option<&str>, child: &mut Child, mark: &guard::Mark) {
     if let Some(name) = container {
         let _ = Command::new("podman")
             .args(["rm", "-f", "-t", "0", name])
@@ -497,6 +506,7 @@ pub fn end(container: Option<&str>, child: &mut Child) {
             .stderr(Stdio::null())
             .status();
     }
+    mark.end(Some(child.id()));
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -105,6 +105,7 @@ fn main() -> ExitCode {
             "forward" => forward(&init, events, rest).await,
             "shutdown" => shutdown(&init, events, rest).await,
             "main-own-sigpipe" => main_own_sigpipe(&init).await,
+            "main-signal-state" => main_signal_state(&init).await,
             other => {
                 eprintln!("init-probe: unknown scenario {other:?}");
                 return ExitCode::from(2);
@@ -335,9 +336,10 @@ async fn coalesced_sigchld(init: &Init) {
     }
 }
 
-/// A job that is itself the reader of its `/proc/self/status`. Lines:
-/// `own_sigblk=HEX` (this process, after the init layer blocked its signals),
-/// `job_sigblk=HEX`, `job_sigign=HEX`, `job=S`.
+/// A job that is itself the reader of its `/proc/self/status`, then one that
+/// sends itself SIGHUP. Lines: `own_sigblk=HEX` (this process, after the
+/// init layer blocked its signals), `job_sigblk=HEX`, `job_sigign=HEX`,
+/// `job=S`, `hup_job=S` (`signaled:1` unless HUP was ignored in it).
 async fn signal_state(init: &Init) {
     let own = std::fs::read_to_string("/proc/thread-self/status").expect("reading own status");
     println!("own_sigblk={}", status_field(&own, "SigBlk"));
@@ -351,6 +353,10 @@ async fn signal_state(init: &Init) {
     println!("job_sigblk={}", status_field(&text, "SigBlk"));
     println!("job_sigign={}", status_field(&text, "SigIgn"));
     println!("job={}", await_status(spawned.exit).await);
+    let hup = init
+        .spawn(&SpawnSpec::shell("kill -HUP $$; exit 3"))
+        .expect("spawning the HUP job");
+    println!("hup_job={}", await_status(hup.exit).await);
 }
 
 /// Args: `DIR` (an empty directory). Opens `DIR/opened` as an `O_PATH`
@@ -902,5 +908,25 @@ async fn main_own_sigpipe(init: &Init) {
     // Time for a wrongly forwarded SIGPIPE to arrive before USR1 does.
     tokio::time::sleep(Duration::from_millis(500)).await;
     nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGUSR1).expect("kill USR1");
+    println!("main={}", await_status(main.exit).await);
+}
+
+/// Init mode: the main command reports its own ignored set
+/// (`main_sigign=HEX`, printed by the command itself on our stdout, which
+/// it inherits), then traps INT and sends it to itself: `main=exited:43`
+/// unless INT was ignored when its shell started (a non-interactive shell
+/// cannot trap a signal it started with ignored), then it would sleep and
+/// exit 1.
+async fn main_signal_state(init: &Init) {
+    let argv: Vec<OsString> = vec![
+        "sh".into(),
+        "-c".into(),
+        "echo main_sigign=$(awk '/^SigIgn:/ {print $2}' /proc/$$/status); \
+         trap 'exit 43' INT; kill -INT $$; sleep 5; exit 1"
+            .into(),
+    ];
+    let main = init
+        .spawn_main(&argv, &[])
+        .expect("spawning the main command");
     println!("main={}", await_status(main.exit).await);
 }
