@@ -4,6 +4,11 @@
 //! - [`rtt`]: a blocking `execute true` over HTTP against the same call over
 //!   stdio, to the same server, interleaved call by call (the order
 //!   alternating, so neither side always runs on a cache the other warmed).
+//! - [`execute`]: `execute true` round trips alone, one after another, on
+//!   one keep-alive session initialized with a bearer token (the deployed
+//!   shape), for their p50 and p99 (issue 19: a delayed-ACK stall of a
+//!   socket without `TCP_NODELAY` shows as a tail of about 40 ms), each
+//!   beside a spawn+wait of `sh -c true`, interleaved, as in the stdio rtt.
 //! - [`concurrency`]: many clients, each a thread with its own connection
 //!   and session, calling `execute true` back to back; calls/s against as
 //!   many threads each looping `posix_spawn` + `waitpid` of the same
@@ -36,7 +41,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// server's first spawn).
 const WARMUP: usize = 3;
 
-fn execute_true(conn: &mut Conn, what: &str) -> Result<Duration, Error> {
+pub fn execute_true(conn: &mut Conn, what: &str) -> Result<Duration, Error> {
     let (took, result) = conn.tool("execute", json!({"command": "true"}))?;
     expect_state(&result, "success", what)?;
     Ok(took)
@@ -77,6 +82,49 @@ pub fn rtt(binary: &Path, protocol: &str, runs: usize) -> Result<Option<Paired>,
     }
     drop(conn);
     hs.terminate(STOP_TIMEOUT)?;
+    Ok(Some(out))
+}
+
+/// The bearer token of [`execute`]'s server.
+const TOKEN: &str = "bench-http-execute-token-0123456789abcdef";
+
+/// A server of `binary` with HTTP only and [`TOKEN`] required, and one
+/// keep-alive connection carrying a session initialized with that token and
+/// warmed by a few calls; `None` without the transport.
+pub fn token_session(binary: &Path, protocol: &str) -> Result<Option<(HttpServer, Conn)>, Error> {
+    let settings = Launch::with_env(&[("MCP_EXEC_HTTP_TOKEN", TOKEN)]);
+    let Some(hs) = HttpServer::launch(binary, &settings, false)? else {
+        return Ok(None);
+    };
+    let mut conn = hs.connect()?;
+    conn.set_token(TOKEN);
+    conn.initialize(protocol)?;
+    for _ in 0..WARMUP {
+        execute_true(&mut conn, "http_execute")?;
+    }
+    Ok(Some((hs, conn)))
+}
+
+/// Ends what [`token_session`] started.
+pub fn end_session((hs, conn): (HttpServer, Conn)) -> Result<(), Error> {
+    drop(conn);
+    hs.terminate(STOP_TIMEOUT)
+}
+
+/// `runs` blocking `execute true` over HTTP, one after another, on one
+/// session initialized with a bearer token on one keep-alive connection
+/// (`server`, ms), each after a spawn+wait of `sh -c true` (`baseline`).
+pub fn execute(binary: &Path, protocol: &str, runs: usize) -> Result<Option<Paired>, Error> {
+    let Some(mut session) = token_session(binary, protocol)? else {
+        return Ok(None);
+    };
+    let mut out = Paired::default();
+    for _ in 0..runs {
+        out.baseline.push_ms(baseline::spawn_true()?);
+        out.server
+            .push_ms(execute_true(&mut session.1, "http_execute")?);
+    }
+    end_session(session)?;
     Ok(Some(out))
 }
 
