@@ -105,10 +105,8 @@ pub fn block(doc: &Value) -> Result<String, Error> {
     let load = |k: &str| float(&machine[k]).map_or("?".into(), |l| format!("{l:.2}"));
     let mut s = format!(
         "Measured at commit `{commit}` on {when}: {mode} run, {} CPUs, load average {} at start, \
-         {} at end (the machine is shared: read the ratios to the baselines measured in the same \
-         run rather than the absolute times). Generated from the run's JSON by \
-         `cargo run --release -p bench -- --write-current BENCHMARKS.md --from RESULT.json`; \
-         do not edit by hand. p50 is the median; for rates (/s) p99 is the slow 1st percentile.\n\n\
+         {} at end. The machine may be shared: compare each figure with its baseline, measured in \
+         the same run. p50 is the median; for rates (/s) the p99 column is the slow 1st percentile.\n\n\
          | figure | p50 | p99 | baseline (p50) | ratio | target | met? |\n\
          |---|---:|---:|---:|---:|---|---|\n",
         machine["cpus"]
@@ -147,10 +145,17 @@ pub fn block(doc: &Value) -> Result<String, Error> {
             Some(false) => "**no**",
             None => "—",
         };
-        let label = f["label"].as_str().unwrap_or(key).trim();
+        // A sub-row of the bench's own table (indented) says what it is
+        // only under its parent row: name its figure.
+        let raw = f["label"].as_str().unwrap_or(key);
+        let label = if raw.starts_with(' ') {
+            format!("{key}: {}", raw.trim())
+        } else {
+            raw.to_owned()
+        };
         let label = match f["n"].as_u64() {
             Some(n) if f["p99"].is_number() => format!("{label} (n={n})"),
-            _ => label.to_owned(),
+            _ => label,
         };
         s.push_str(&format!(
             "| {label} | {} | {} | {baseline} | {ratio} | {} | {met} |\n",
@@ -221,6 +226,8 @@ mod tests {
                          "ratio": null, "p99_ratio": null, "target": "≤ 2 MiB", "met": false},
                 "http_execute": {"label": "http (skipped)", "unit": "ms", "n": 1,
                                  "median": null, "p99": null, "target": "—", "met": null},
+                "soak_fds": {"label": "  open descriptors at the end", "unit": "fds", "n": 1,
+                             "median": 0.0, "p99": null, "target": "0", "met": true},
                 "not_headline": {"label": "x", "unit": "ms", "n": 1, "median": 1.0}
             }
         })
@@ -257,8 +264,8 @@ mod tests {
         let rows: Vec<&str> = b.lines().filter(|l| l.starts_with("| ")).collect();
         assert_eq!(
             rows.len(),
-            3,
-            "header, rtt and size; the skipped and the non-headline figure are left out: {b}"
+            4,
+            "header, rtt, size and soak_fds; the skipped and the non-headline figure are left out: {b}"
         );
         assert_eq!(
             rows[1],
@@ -268,12 +275,26 @@ mod tests {
             rows[2],
             "| size, stripped static binary | 3.03 MiB | — | — | — | ≤ 2 MiB | **no** |"
         );
+        assert_eq!(
+            rows[3],
+            "| soak_fds: open descriptors at the end | 0.000 fds | — | — | — | 0 | yes |"
+        );
     }
 
     #[test]
     fn a_result_without_headline_figures_gives_no_block() {
         assert!(block(&json!({"figures": {}})).is_err());
         assert!(block(&json!({})).is_err());
+    }
+
+    #[test]
+    fn the_repositorys_benchmarks_file_opens_with_one_current_figures_block() {
+        let path = crate::workspace().join("BENCHMARKS.md");
+        let text = std::fs::read_to_string(&path).expect("BENCHMARKS.md is readable");
+        let first_section = text.lines().find(|l| l.starts_with("## "));
+        assert_eq!(first_section, Some("## Current figures"));
+        let rewritten = rewrite(&text, "x").expect("the markers are there, once");
+        assert!(rewritten.contains("## History"));
     }
 
     #[test]
