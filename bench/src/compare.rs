@@ -5,7 +5,8 @@
 //! "This build" is `--binary`, "the other" is `--compare`. Each timed figure
 //! starts one server of each build and alternates between them call by call
 //! (or burst by burst), the order flipping every round: stdio `execute true`
-//! rtt, the same over HTTP with a token (p50 and p99), and the blocking
+//! rtt, the same over HTTP with a token (p50 and p99; a plain JSON answer,
+//! then an event-stream answer to a call with a progress token), and the blocking
 //! burst, whose libc baseline runs in the same rounds so that each build's
 //! ratio to it is reported too. Size and memory are not timings and are
 //! taken one build after the other: the binary's bytes, the idle RSS after
@@ -178,12 +179,22 @@ pub fn figures(
             || http::execute_true(&mut a.1, "compare http_execute"),
             || http::execute_true(&mut b.1, "compare http_execute"),
         )?;
+        let sse = alternate(
+            plan.http_execute,
+            || http::execute_true_sse(&mut a.1, "compare http_execute_sse"),
+            || http::execute_true_sse(&mut b.1, "compare http_execute_sse"),
+        )?;
         http::end_session(a)?;
         http::end_session(b)?;
         figures.push(ab_latency(
             "ab_http_execute",
             "A/B: HTTP rtt with a token, blocking execute `true`, sequential".into(),
             &ab,
+        ));
+        figures.push(ab_latency(
+            "ab_http_execute_sse",
+            "A/B: the same with a progressToken (an event-stream answer)".into(),
+            &sse,
         ));
     } else {
         eprintln!("bench: ab_http_execute skipped: a build has no HTTP transport");

@@ -26,6 +26,7 @@ pub const END: &str = "<!-- current-figures:end -->";
 pub const HEADLINE: &[&str] = &[
     "rtt",
     "http_execute",
+    "http_execute_sse",
     "http_rtt",
     "idle_rss_init",
     "idle_rss_end",

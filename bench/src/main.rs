@@ -742,13 +742,33 @@ fn http_figures(
         const LABEL: &str = "http rtt with a bearer token: blocking execute `true`, sequential, one keep-alive session";
         match http::execute(binary, protocol, plan.http_execute)? {
             None => http_skipped("http_execute", LABEL, "ms", "—", figures, notes),
-            Some(s) => figures.push(Figure::latency_vs(
-                "http_execute",
-                LABEL,
-                &s.server,
-                &s.baseline,
-                "spawn+wait of sh -c true (Rust loop, interleaved), as for the stdio rtt",
-            )),
+            Some(s) => {
+                const WHAT: &str =
+                    "spawn+wait of sh -c true (Rust loop, interleaved), as for the stdio rtt";
+                figures.push(Figure::latency_vs(
+                    "http_execute",
+                    LABEL,
+                    &s.json,
+                    &s.baseline,
+                    WHAT,
+                ));
+                figures.push(Figure::latency_vs(
+                    "http_execute_sse",
+                    "  the same call with a progressToken: answered as an event stream (interleaved)",
+                    &s.sse,
+                    &s.baseline,
+                    WHAT,
+                ));
+                notes.insert(
+                    "http_execute_tail".into(),
+                    json!({
+                        "stall_threshold_ms": http::STALL_MS,
+                        "json": http::tail(&s.json),
+                        "sse": http::tail(&s.sse),
+                        "baseline": http::tail(&s.baseline),
+                    }),
+                );
+            }
         }
     }
     if o.wants("http_concurrency") {
