@@ -101,14 +101,27 @@ impl Default for PosixSpawn {
 }
 
 impl PosixSpawn {
+    /// The spawn of `/bin/sh -c command` instead of `sh -c true`.
+    pub fn of(command: &str) -> Result<PosixSpawn, Error> {
+        let command = CString::new(command)
+            .map_err(|_| Error(format!("baseline command {command:?} holds a NUL")))?;
+        Ok(PosixSpawn {
+            argv: [c"/bin/sh".into(), c"-c".into(), command],
+        })
+    }
+
     /// One spawn + wait; the time from just before `posix_spawn` to the return
     /// of `waitpid`.
     pub fn run(&self) -> Result<Duration, Error> {
         let t0 = Instant::now();
-        let status = sys::spawn_wait(&self.argv)
-            .map_err(|e| Error(format!("baseline posix_spawn of sh -c true: {e}")))?;
+        let status = sys::spawn_wait(&self.argv).map_err(|e| {
+            Error(format!(
+                "baseline posix_spawn of sh -c {:?}: {e}",
+                self.argv[2]
+            ))
+        })?;
         let took = t0.elapsed();
-        exited_zero(status, "posix_spawn")?;
+        exited_zero(status, "posix_spawn", &self.argv[2])?;
         Ok(took)
     }
 
@@ -117,21 +130,24 @@ impl PosixSpawn {
     /// the child reaped and both output pipes at EOF.
     pub fn run_piped(&self, spawner: &sys::PipedSpawner) -> Result<Duration, Error> {
         let t0 = Instant::now();
-        let status = spawner
-            .run(&self.argv)
-            .map_err(|e| Error(format!("baseline piped posix_spawn of sh -c true: {e}")))?;
+        let status = spawner.run(&self.argv).map_err(|e| {
+            Error(format!(
+                "baseline piped posix_spawn of sh -c {:?}: {e}",
+                self.argv[2]
+            ))
+        })?;
         let took = t0.elapsed();
-        exited_zero(status, "piped posix_spawn")?;
+        exited_zero(status, "piped posix_spawn", &self.argv[2])?;
         Ok(took)
     }
 }
 
-fn exited_zero(status: libc::c_int, what: &str) -> Result<(), Error> {
+fn exited_zero(status: libc::c_int, what: &str, command: &CString) -> Result<(), Error> {
     if status == 0 {
         Ok(())
     } else {
         Err(Error(format!(
-            "baseline {what}: sh -c true ended with wait status {status:#x}"
+            "baseline {what}: sh -c {command:?} ended with wait status {status:#x}"
         )))
     }
 }
@@ -141,9 +157,18 @@ fn exited_zero(status: libc::c_int, what: &str) -> Result<(), Error> {
 /// until none is left: a job queue with `slots` running at once, in C terms.
 /// Returns the wall time of the whole.
 pub fn parallel_spawns(slots: usize, jobs: usize) -> Result<Duration, Error> {
+    parallel_spawns_of(&PosixSpawn::default(), slots, jobs)
+}
+
+/// [`parallel_spawns`] of `spawn`'s command: `jobs` spawns by `slots`
+/// threads (with `slots == jobs`, all of them at once); the wall time.
+pub fn parallel_spawns_of(
+    spawn: &PosixSpawn,
+    slots: usize,
+    jobs: usize,
+) -> Result<Duration, Error> {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    let spawn = PosixSpawn::default();
     let next = AtomicUsize::new(0);
     let t0 = Instant::now();
     std::thread::scope(|s| -> Result<(), Error> {

@@ -4,6 +4,13 @@
 //! - [`rtt`]: a blocking `execute true` over HTTP against the same call over
 //!   stdio, to the same server, interleaved call by call (the order
 //!   alternating, so neither side always runs on a cache the other warmed).
+//! - [`execute`]: `execute true` round trips, one after another, on one
+//!   keep-alive session initialized with a bearer token (the deployed
+//!   shape), for their p50 and p99, each round beside a spawn+wait of
+//!   `sh -c true` as in the stdio rtt; and the same call with a progress
+//!   token, answered as an event stream written in several pieces, where a
+//!   socket without `TCP_NODELAY` stalls for a delayed ACK (issue 19: about
+//!   40 ms; a plain JSON answer leaves in one write and never does).
 //! - [`concurrency`]: many clients, each a thread with its own connection
 //!   and session, calling `execute true` back to back; calls/s against as
 //!   many threads each looping `posix_spawn` + `waitpid` of the same
@@ -25,7 +32,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::baseline;
-use crate::client::{Launch, Memory};
+use crate::client::{self, Launch, Memory};
 use crate::http_client::{Conn, HttpServer};
 use crate::scenarios::{Paired, expect_state};
 use crate::stats::Samples;
@@ -36,7 +43,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// server's first spawn).
 const WARMUP: usize = 3;
 
-fn execute_true(conn: &mut Conn, what: &str) -> Result<Duration, Error> {
+pub fn execute_true(conn: &mut Conn, what: &str) -> Result<Duration, Error> {
     let (took, result) = conn.tool("execute", json!({"command": "true"}))?;
     expect_state(&result, "success", what)?;
     Ok(took)
@@ -77,6 +84,97 @@ pub fn rtt(binary: &Path, protocol: &str, runs: usize) -> Result<Option<Paired>,
     }
     drop(conn);
     hs.terminate(STOP_TIMEOUT)?;
+    Ok(Some(out))
+}
+
+/// A call at least this slow (ms) in [`execute`] counts as a stall: a
+/// delayed ACK holds a second small segment for about 40 ms.
+pub const STALL_MS: f64 = 35.0;
+
+/// How many of `samples` (ms) look like a stall, and the slowest.
+pub fn tail(samples: &Samples) -> serde_json::Value {
+    let raw = samples.raw();
+    json!({
+        "over_threshold": raw.iter().filter(|&&ms| ms >= STALL_MS).count(),
+        "max_ms": raw.iter().copied().fold(0.0, f64::max),
+    })
+}
+
+/// The bearer token of [`execute`]'s server.
+const TOKEN: &str = "bench-http-execute-token-0123456789abcdef";
+
+/// A server of `binary` with HTTP only and [`TOKEN`] required, and one
+/// keep-alive connection carrying a session initialized with that token and
+/// warmed by a few calls; `None` without the transport.
+pub fn token_session(binary: &Path, protocol: &str) -> Result<Option<(HttpServer, Conn)>, Error> {
+    let settings = Launch::with_env(&[("MCP_EXEC_HTTP_TOKEN", TOKEN)]);
+    let Some(hs) = HttpServer::launch(binary, &settings, false)? else {
+        return Ok(None);
+    };
+    let mut conn = hs.connect()?;
+    conn.set_token(TOKEN);
+    conn.initialize(protocol)?;
+    for _ in 0..WARMUP {
+        execute_true(&mut conn, "http_execute")?;
+    }
+    Ok(Some((hs, conn)))
+}
+
+/// Ends what [`token_session`] started.
+pub fn end_session((hs, conn): (HttpServer, Conn)) -> Result<(), Error> {
+    drop(conn);
+    hs.terminate(STOP_TIMEOUT)
+}
+
+/// What [`execute`] measured (ms).
+#[derive(Debug, Default)]
+pub struct Execute {
+    /// Plain calls, answered `application/json`.
+    pub json: Samples,
+    /// The same call with a `progressToken`, answered as an event stream
+    /// (head, event and end written as the job goes: the response that
+    /// crosses the socket in more than one write).
+    pub sse: Samples,
+    /// A spawn+wait of `sh -c true` before each pair.
+    pub baseline: Samples,
+}
+
+/// One `execute true` with `_meta.progressToken`: an SSE answer.
+pub fn execute_true_sse(conn: &mut Conn, what: &str) -> Result<Duration, Error> {
+    let (took, result) = conn.call(
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "true"},
+               "_meta": {"progressToken": "bench"}}),
+    )?;
+    expect_state(&client::tool_json(&result, "execute")?, "success", what)?;
+    Ok(took)
+}
+
+/// `runs` rounds, one after another, on one session initialized with a
+/// bearer token on one keep-alive connection: a spawn+wait of `sh -c true`
+/// (`baseline`), a blocking `execute true` (`json`) and the same with a
+/// progress token (`sse`), the two calls alternating which goes first.
+pub fn execute(binary: &Path, protocol: &str, runs: usize) -> Result<Option<Execute>, Error> {
+    let Some(mut session) = token_session(binary, protocol)? else {
+        return Ok(None);
+    };
+    execute_true_sse(&mut session.1, "http_execute_sse warm-up")?;
+    let mut out = Execute::default();
+    for i in 0..runs {
+        out.baseline.push_ms(baseline::spawn_true()?);
+        if i % 2 == 0 {
+            out.json
+                .push_ms(execute_true(&mut session.1, "http_execute")?);
+            out.sse
+                .push_ms(execute_true_sse(&mut session.1, "http_execute_sse")?);
+        } else {
+            out.sse
+                .push_ms(execute_true_sse(&mut session.1, "http_execute_sse")?);
+            out.json
+                .push_ms(execute_true(&mut session.1, "http_execute")?);
+        }
+    }
+    end_session(session)?;
     Ok(Some(out))
 }
 

@@ -7,6 +7,7 @@
 //! RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu
 //! cargo run --release -p bench                 # full run (~3 min)
 //! cargo run --release -p bench -- --smoke      # a few iterations: the harness works
+//! cargo run --release -p bench -- --write-current BENCHMARKS.md --from bench/results/latest.json
 //! ```
 //!
 //! It builds nothing itself: the binary under test is whatever is at
@@ -23,12 +24,16 @@
 //! mapping, and [`sys`] holds the harness's only `unsafe` (two libc calls).
 //! The robustness scenarios of issue 15: [`soak`] (many mixed jobs, RSS and
 //! descriptors sampled) and [`abuse`] (a client's latency while others
-//! abuse the HTTP listener).
+//! abuse the HTTP listener). [`current`] turns a run's JSON into the
+//! "Current figures" block of BENCHMARKS.md; [`compare`] measures the
+//! headline figures of `--compare OTHER` interleaved with this build's.
 
 mod abuse;
 mod baseline;
 mod bounded;
 mod client;
+mod compare;
+mod current;
 mod files;
 mod http;
 mod http_client;
@@ -77,7 +82,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 22] = [
+const SCENARIOS: [&str; 25] = [
     "size",
     "startup",
     "rtt",
@@ -85,6 +90,7 @@ const SCENARIOS: [&str; 22] = [
     "tools_list",
     "throughput",
     "burst",
+    "burst_blocking",
     "delivery",
     "kill",
     "idle_jobs",
@@ -92,6 +98,7 @@ const SCENARIOS: [&str; 22] = [
     "queue",
     "redaction",
     "http_rtt",
+    "http_execute",
     "http_concurrency",
     "http_sessions",
     "http_files",
@@ -100,6 +107,7 @@ const SCENARIOS: [&str; 22] = [
     "setup_rtt",
     "http_abuse",
     "soak",
+    "compare",
 ];
 
 struct Options {
@@ -109,6 +117,10 @@ struct Options {
     only: Vec<String>,
     protocol: String,
     compare: Option<PathBuf>,
+    commit: Option<String>,
+    compare_commit: Option<String>,
+    write_current: Option<PathBuf>,
+    from: Option<PathBuf>,
 }
 
 impl Options {
@@ -132,10 +144,20 @@ fn usage() -> String {
          --only LIST    comma-separated subset of: {}\n\
          --protocol V   MCP revision to negotiate (default {}; 2024-11-05 = results\n               \
          without structuredContent, as the Go reference answers)\n\
-         --compare PATH another build (e.g. main's) whose direct `execute true` setup_rtt\n               \
-         interleaves with this one's\n",
+         --compare PATH another build (e.g. the one before a change): its headline figures (size,\n               \
+         idle and peak RSS, stdio and HTTP rtt, blocking burst) are measured\n               \
+         interleaved with this one's (scenario `compare`, figures ab_*), and\n               \
+         its direct `execute true` setup_rtt interleaves with this one's\n\
+         --commit HASH  the commit the binary was built from, recorded in the JSON (default: the\n               \
+         workspace's HEAD when --binary is the default build, else \"unknown\")\n\
+         --compare-commit HASH  the same for --compare\n\n\
+         --write-current FILE [--from JSON]\n               \
+         measure nothing: rewrite the block between {} and {}\n               \
+         of FILE (BENCHMARKS.md) from a run's JSON (default {root}/{DEFAULT_JSON})\n",
         SCENARIOS.join(","),
-        client::DEFAULT_PROTOCOL
+        client::DEFAULT_PROTOCOL,
+        current::BEGIN,
+        current::END,
     )
 }
 
@@ -147,6 +169,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String>
         only: Vec::new(),
         protocol: client::DEFAULT_PROTOCOL.to_owned(),
         compare: None,
+        commit: None,
+        compare_commit: None,
+        write_current: None,
+        from: None,
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -156,6 +182,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String>
             "--json" => o.json = Some(PathBuf::from(value("--json")?)),
             "--protocol" => o.protocol = value("--protocol")?,
             "--compare" => o.compare = Some(PathBuf::from(value("--compare")?)),
+            "--commit" => o.commit = Some(value("--commit")?),
+            "--compare-commit" => o.compare_commit = Some(value("--compare-commit")?),
+            "--write-current" => o.write_current = Some(PathBuf::from(value("--write-current")?)),
+            "--from" => o.from = Some(PathBuf::from(value("--from")?)),
             "--only" => {
                 o.only = value("--only")?.split(',').map(str::to_owned).collect();
                 if let Some(bad) = o.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
@@ -181,7 +211,23 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(&options) {
+    let done = match &options.write_current {
+        Some(markdown) => {
+            let json = options
+                .from
+                .clone()
+                .unwrap_or_else(|| workspace().join(DEFAULT_JSON));
+            current::write(markdown, &json).map(|()| {
+                eprintln!(
+                    "bench: current figures of {} written to {}",
+                    json.display(),
+                    markdown.display()
+                );
+            })
+        }
+        None => run(&options),
+    };
+    if let Err(e) = done {
         eprintln!("bench: {e}");
         std::process::exit(1);
     }
@@ -197,6 +243,9 @@ fn run(o: &Options) -> Result<(), Error> {
             "no server binary at {}.\nBuild the release static binary first (from the workspace root):\n    {BUILD}\nor pass --binary PATH.",
             o.binary.display()
         )));
+    }
+    if let Some(other) = o.compare.as_deref().filter(|p| !p.is_file()) {
+        return Err(Error(format!("no --compare binary at {}", other.display())));
     }
     let binary = o.binary.canonicalize().unwrap_or_else(|_| o.binary.clone());
     let plan = if o.smoke { Plan::SMOKE } else { Plan::FULL };
@@ -422,6 +471,27 @@ fn run(o: &Options) -> Result<(), Error> {
         ));
         notes.insert("burst_submit_ms_median".into(), json!(s.submit_ms.median()));
     }
+    if o.wants("burst_blocking") {
+        let n = plan.blocking_burst_jobs;
+        let sleep = scenarios::BLOCKING_SLEEP;
+        eprintln!(
+            "bench: burst_blocking ({} × {n} blocking execute `{sleep}` written at once, and {n} parallel posix_spawn)",
+            plan.blocking_burst_runs
+        );
+        let s = scenarios::burst_blocking(&mut server, n, plan.blocking_burst_runs)?;
+        figures.push(
+            Figure::latency_vs(
+                "burst_blocking",
+                format!(
+                    "burst: {n} blocking execute `{sleep}` written at once on one stdio session, until all answered"
+                ),
+                &s.server,
+                &s.baseline,
+                "as many posix_spawn+waitpid of the same sh -c at once (libc, a thread each)",
+            )
+            .with_ratio_target("≤ 1.25× baseline (≥ 0.8× its speed)", 1.25),
+        );
+    }
     if o.wants("delivery") {
         eprintln!("bench: delivery latency ({} runs)", plan.delivery);
         let d = scenarios::delivery(&mut server, plan.delivery)?;
@@ -480,6 +550,23 @@ fn run(o: &Options) -> Result<(), Error> {
     files::figures(o, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     identity_figures(o, &plan, &binary, &mut figures)?;
+    if let Some(other) = o.compare.as_deref().filter(|_| o.wants("compare")) {
+        eprintln!(
+            "bench: compare (size, memory, {} × stdio rtt, {} × {} blocking burst, {} × HTTP rtt; this build and {}, interleaved)",
+            plan.rtt,
+            plan.blocking_burst_runs,
+            plan.blocking_burst_jobs,
+            plan.http_execute,
+            other.display()
+        );
+        compare::figures(
+            &binary,
+            other,
+            bounded::part_two(&o.protocol),
+            &plan,
+            &mut figures,
+        )?;
+    }
     let curve = robustness_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
 
@@ -505,6 +592,14 @@ fn run(o: &Options) -> Result<(), Error> {
 
     let mut context = Map::new();
     context.insert("mode".into(), json!(if o.smoke { "smoke" } else { "full" }));
+    context.insert("commit".into(), json!(commit_of(o)));
+    if let Some(other) = &o.compare {
+        context.insert(
+            "compare".into(),
+            json!({"binary": other.display().to_string(),
+                   "commit": o.compare_commit.as_deref().unwrap_or("unknown")}),
+        );
+    }
     context.insert("binary".into(), json!(binary.display().to_string()));
     context.insert("protocol".into(), json!(o.protocol));
     context.insert(
@@ -546,6 +641,35 @@ fn run(o: &Options) -> Result<(), Error> {
         eprintln!("bench: smoke run OK (every response well-formed; timings are not asserted)");
     }
     Ok(())
+}
+
+/// The commit the measured binary was built from: `--commit`, else the
+/// workspace's short HEAD (`+dirty` with uncommitted changes) when the
+/// binary is the workspace's default build, else `unknown`.
+fn commit_of(o: &Options) -> String {
+    if let Some(c) = &o.commit {
+        return c.clone();
+    }
+    if o.binary != workspace().join(DEFAULT_BINARY) {
+        return "unknown".into();
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(workspace())
+            .args(args)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(head) if !head.is_empty() => {
+            let dirty = git(&["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
+            if dirty { format!("{head}+dirty") } else { head }
+        }
+        _ => "unknown".into(),
+    }
 }
 
 const NO_HTTP: &str = "the server has no HTTP transport";
@@ -607,6 +731,43 @@ fn http_figures(
                     &s.baseline,
                     None,
                 ));
+            }
+        }
+    }
+    if o.wants("http_execute") {
+        eprintln!(
+            "bench: http_execute ({} × blocking execute `true` over HTTP with a token, sequential)",
+            plan.http_execute
+        );
+        const LABEL: &str = "http rtt with a bearer token: blocking execute `true`, sequential, one keep-alive session";
+        match http::execute(binary, protocol, plan.http_execute)? {
+            None => http_skipped("http_execute", LABEL, "ms", "—", figures, notes),
+            Some(s) => {
+                const WHAT: &str =
+                    "spawn+wait of sh -c true (Rust loop, interleaved), as for the stdio rtt";
+                figures.push(Figure::latency_vs(
+                    "http_execute",
+                    LABEL,
+                    &s.json,
+                    &s.baseline,
+                    WHAT,
+                ));
+                figures.push(Figure::latency_vs(
+                    "http_execute_sse",
+                    "  the same call with a progressToken: answered as an event stream (interleaved)",
+                    &s.sse,
+                    &s.baseline,
+                    WHAT,
+                ));
+                notes.insert(
+                    "http_execute_tail".into(),
+                    json!({
+                        "stall_threshold_ms": http::STALL_MS,
+                        "json": http::tail(&s.json),
+                        "sse": http::tail(&s.sse),
+                        "baseline": http::tail(&s.baseline),
+                    }),
+                );
             }
         }
     }

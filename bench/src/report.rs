@@ -47,7 +47,8 @@ pub struct Figure {
     pub baseline: Option<Baseline>,
     /// Figure / baseline (medians).
     pub ratio: Option<f64>,
-    /// p99 / baseline median, where the target bounds it.
+    /// p99 / baseline median, where the target bounds it; in the A/B
+    /// figures of `--compare` (see `crate::compare`), p99 / the other build's p99.
     pub p99_ratio: Option<f64>,
     /// The target, as text.
     pub target: &'static str,
@@ -169,6 +170,28 @@ impl Figure {
         f
     }
 
+    /// A single value against another build's (or setting's) value of the
+    /// same figure; the ratio is `v / base`.
+    pub fn value_vs(
+        key: &'static str,
+        label: impl Into<String>,
+        unit: &'static str,
+        v: f64,
+        base: f64,
+        what: &'static str,
+    ) -> Figure {
+        let mut f = Figure::plain(key, label, unit);
+        f.median = v;
+        f.baseline = Some(Baseline {
+            what,
+            median: base,
+            p99: base,
+            n: 1,
+        });
+        f.ratio = Some(v / base);
+        f
+    }
+
     /// A single value with a minimum (a count that must be reached).
     pub fn value_at_least(
         key: &'static str,
@@ -243,7 +266,7 @@ impl Figure {
 }
 
 /// A number with as many decimals as its size deserves.
-fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     if v.is_nan() {
         "—".into()
     } else if v.abs() >= 100.0 {

@@ -50,6 +50,10 @@ pub struct Plan {
     pub burst_jobs: usize,
     /// Bursts.
     pub burst_runs: usize,
+    /// Blocking `execute sleep 0.5` written at once in `burst_blocking`.
+    pub blocking_burst_jobs: usize,
+    /// Runs of `burst_blocking` (each with its baseline).
+    pub blocking_burst_runs: usize,
     /// Delivery-latency runs.
     pub delivery: usize,
     /// Kill-latency runs.
@@ -70,6 +74,8 @@ pub struct Plan {
     pub redaction_reads: usize,
     /// Blocking `execute` over HTTP (and as many over stdio) in `http_rtt`.
     pub http_rtt: usize,
+    /// Sequential blocking `execute` over HTTP with a token in `http_execute`.
+    pub http_execute: usize,
     /// Concurrent HTTP clients in `http_concurrency`.
     pub http_clients: usize,
     /// Calls per client per run there.
@@ -98,6 +104,8 @@ impl Plan {
         throughput_bytes: 256 << 20,
         burst_jobs: 1000,
         burst_runs: 5,
+        blocking_burst_jobs: 200,
+        blocking_burst_runs: 5,
         delivery: 50,
         kill: 50,
         idle_jobs: 10_000,
@@ -108,6 +116,7 @@ impl Plan {
         queue_runs: 5,
         redaction_reads: 30,
         http_rtt: 500,
+        http_execute: 500,
         http_clients: 64,
         http_calls: 100,
         http_runs: 3,
@@ -128,6 +137,10 @@ impl Plan {
         throughput_bytes: 16 << 20,
         burst_jobs: 20,
         burst_runs: 1,
+        // Above the 32 job-starting calls a session admitted at once before
+        // issue 19, so that a smoke run still goes through more than one wave.
+        blocking_burst_jobs: 50,
+        blocking_burst_runs: 1,
         delivery: 3,
         kill: 3,
         idle_jobs: 200,
@@ -139,6 +152,7 @@ impl Plan {
         queue_runs: 1,
         redaction_reads: 3,
         http_rtt: 10,
+        http_execute: 10,
         http_clients: 4,
         http_calls: 5,
         http_runs: 1,
@@ -424,6 +438,46 @@ fn burst_once(server: &mut Server, jobs: usize) -> Result<(Duration, Duration), 
         expect_state(&r, "success", "burst job")?;
     }
     Ok((t0.elapsed(), submitted))
+}
+
+/// What `burst_blocking` sleeps in each job (and in each baseline spawn).
+pub const BLOCKING_SLEEP: &str = "sleep 0.5";
+
+/// Blocking burst (issue 19): `jobs` blocking `execute` of
+/// [`BLOCKING_SLEEP`] written at once on one stdio session, until every one
+/// has been answered `success` (wall ms, `server`), against `jobs`
+/// `posix_spawn` + `waitpid` of `sh -c` the same command in as many threads
+/// at once (`baseline`), run by run, the order alternating. What a client
+/// sending many parallel tool calls waits for; a per-session cap on
+/// job-starting calls shows as waves of 0.5 s.
+pub fn burst_blocking(server: &mut Server, jobs: usize, runs: usize) -> Result<Paired, Error> {
+    let spawn = baseline::PosixSpawn::of(BLOCKING_SLEEP)?;
+    let mut out = Paired::default();
+    for i in 0..runs {
+        if i % 2 == 0 {
+            out.baseline
+                .push_ms(baseline::parallel_spawns_of(&spawn, jobs, jobs)?);
+            out.server.push_ms(burst_blocking_once(server, jobs)?);
+        } else {
+            out.server.push_ms(burst_blocking_once(server, jobs)?);
+            out.baseline
+                .push_ms(baseline::parallel_spawns_of(&spawn, jobs, jobs)?);
+        }
+    }
+    Ok(out)
+}
+
+/// One blocking burst of `jobs` on `server`; the time until all answered.
+pub fn burst_blocking_once(server: &mut Server, jobs: usize) -> Result<Duration, Error> {
+    let args = vec![json!({"command": BLOCKING_SLEEP}); jobs];
+    let batch = server.batch("execute", &args)?;
+    let t0 = Instant::now();
+    let answers = server.pipeline(batch, CALL_TIMEOUT)?;
+    let took = t0.elapsed();
+    for result in &answers {
+        expect_state(result, "success", "burst_blocking execute")?;
+    }
+    Ok(took)
 }
 
 /// `wait`s until every job of `ids` is terminal; returns their results in
