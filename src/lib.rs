@@ -24,7 +24,7 @@
 //! 5. `process::exit(0)`, so no stray thread (a stdin reader blocked in
 //!    `read`) can hold the process open.
 //!
-//! A fatal start-up error is said once ([`fatal`]): as a log line when the
+//! A fatal start-up error is said once (`fatal`): as a log line when the
 //! log shows errors, else plainly on stderr. A bad argument is one line and
 //! a pointer to `--help`, never the whole help.
 
