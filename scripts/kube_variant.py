@@ -28,7 +28,7 @@ import sys
 import yaml
 
 GRACE_ENV = "MCP_EXEC_SHUTDOWN_GRACE"
-GRACE_DEFAULT = 3  # seconds, the server's default (README, Configuration)
+GRACE_DEFAULT = 3  # seconds, the server's default (docs/configuration.md)
 
 
 def load_pod(path):

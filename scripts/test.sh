@@ -13,7 +13,8 @@
 #   4. runs the benchmark harness in smoke mode,
 #   5. runs the interop suite against real MCP clients (interop/run.sh), which
 #      installs their pinned Python and npm packages,
-#   6. validates deploy/kubernetes/ offline against the Kubernetes schemas
+#   6. runs the examples of README.md and docs/ as pasted (scripts/doc-examples.sh),
+#   7. validates deploy/kubernetes/ offline against the Kubernetes schemas
 #      (scripts/validate-k8s.sh; the pod itself runs under `podman kube play` in step 3).
 #   Step 3 runs the bare target once more, and the signal tests on PID 1, with the servers
 #   started with HUP, INT and QUIT ignored (as under nohup or from a backgrounding script).
@@ -86,6 +87,10 @@ cargo run --release --locked -p bench -- --smoke
 
 # Real MCP clients: Python SDK, TypeScript SDK, MCP Inspector CLI (pinned).
 bash interop/run.sh </dev/null
+
+# Every example of README.md and docs/ marked runnable, as pasted, against a
+# server started the way the README says (docs/development.md).
+bash scripts/doc-examples.sh </dev/null
 
 # The Kubernetes manifests against the bundled schemas (pinned kubernetes-validate).
 bash scripts/validate-k8s.sh </dev/null

@@ -4,7 +4,13 @@
 //! start-up (returned as a warning, logged by `main`) and the default is
 //! used. Security settings (the cwd policy, redaction) are kept raw here and
 //! turned into policies by `main`, which stops the server with exit code 2
-//! when one is invalid (SPEC Part II: fail closed).
+//! when one is invalid (SPEC Part II: fail closed); a security switch that
+//! cannot be read (`MCP_EXEC_HTTP_INSECURE=maybe`) is one of
+//! [`Config::refusals`], which stop it the same way.
+//!
+//! A switch is on for `1`, `true`, `yes`, `on` and off for `0`, `false`,
+//! `no`, `off` or empty (any case, see [`switch`]); nothing else is taken
+//! silently as off.
 
 use std::time::Duration;
 
@@ -77,7 +83,24 @@ pub struct Config {
     pub job_limits: Option<String>,
     /// `MCP_EXEC_JOB_OOM_SCORE_ADJ`: the `oom_score_adj` jobs get at least.
     pub job_oom_score_adj: i32,
+    /// Security settings whose value cannot be read, one sentence each:
+    /// `main` stops the server with exit code 2 naming them, instead of
+    /// falling back to a default.
+    pub refusals: Vec<String>,
 }
+
+/// Reads a switch: `Some(true)` for 1/true/yes/on, `Some(false)` for
+/// 0/false/no/off or blank, any case; `None` for anything else.
+pub fn switch(raw: &str) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "" | "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// What [`switch`] accepts, for messages.
+const SWITCH_SPELLINGS: &str = "1/0, true/false, yes/no, on/off";
 
 /// A secret setting: its `Debug` does not show it, so logging the
 /// configuration cannot leak it.
@@ -137,6 +160,7 @@ impl Default for Config {
             max_transfer_bytes: 8 << 20,
             job_limits: None,
             job_oom_score_adj: 500,
+            refusals: Vec::new(),
         }
     }
 }
@@ -171,7 +195,7 @@ pub const VARIABLES: [(&str, &str, &str); 30] = [
     (
         "MCP_EXEC_LOG_JOURNALD",
         "unset",
-        "1: also log to journald when its socket exists",
+        "1 (or true/yes/on): also log to journald when its socket exists",
     ),
     (
         "MCP_EXEC_MAX_LINE_BYTES",
@@ -258,7 +282,7 @@ pub const VARIABLES: [(&str, &str, &str); 30] = [
     (
         "MCP_EXEC_HTTP_INSECURE",
         "unset",
-        "1: allow a non-loopback --http address without a token",
+        "1 (or true/yes/on): allow a non-loopback --http address without a token",
     ),
     (
         "MCP_EXEC_HTTP_SESSION_IDLE",
@@ -341,20 +365,21 @@ impl Config {
             "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
             &mut c.max_output_bytes_limit,
         );
-        bytes("MCP_EXEC_MAX_RUNNING", &mut c.max_running);
-        let mut count = |name: &str, slot: &mut usize| {
+        let mut count = |name: &str, slot: &mut usize, least: usize| {
             if let Some(raw) = get(name) {
                 match raw.trim().parse::<usize>() {
-                    Ok(v) => *slot = v,
+                    Ok(v) if v >= least => *slot = v,
                     _ => warnings.push(format!(
-                        "{name}={raw:?} is not a valid count; using the default {slot}"
+                        "{name}={raw:?} is not a whole number of at least {least}; using the default {slot}"
                     )),
                 }
             }
         };
-        count("MCP_EXEC_MAX_QUEUED", &mut c.max_queued);
+        // No job could ever run with 0: a count of jobs, not of bytes.
+        count("MCP_EXEC_MAX_RUNNING", &mut c.max_running, 1);
+        count("MCP_EXEC_MAX_QUEUED", &mut c.max_queued, 0);
         let mut failures = usize::try_from(c.breaker_failures).unwrap_or(usize::MAX);
-        count("MCP_EXEC_BREAKER_FAILURES", &mut failures);
+        count("MCP_EXEC_BREAKER_FAILURES", &mut failures, 0);
         c.breaker_failures = u32::try_from(failures).unwrap_or(u32::MAX);
         let mut optional = |name: &str, slot: &mut Option<Duration>| {
             let mut d = slot.unwrap_or(Duration::ZERO);
@@ -388,7 +413,14 @@ impl Config {
         c.http_token_file = raw("MCP_EXEC_HTTP_TOKEN_FILE");
         c.http_token = raw("MCP_EXEC_HTTP_TOKEN").map(Secret);
         c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
-        c.http_insecure = get("MCP_EXEC_HTTP_INSECURE").is_some_and(|v| v.trim() == "1");
+        if let Some(raw) = get("MCP_EXEC_HTTP_INSECURE") {
+            match switch(&raw) {
+                Some(on) => c.http_insecure = on,
+                None => c.refusals.push(format!(
+                    "MCP_EXEC_HTTP_INSECURE={raw:?} is neither on nor off ({SWITCH_SPELLINGS})"
+                )),
+            }
+        }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
         c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
@@ -405,7 +437,15 @@ impl Config {
         if let Some(raw) = get("MCP_EXEC_LOG").filter(|s| !s.trim().is_empty()) {
             c.log = raw;
         }
-        c.log_journald = get("MCP_EXEC_LOG_JOURNALD").is_some_and(|v| v.trim() == "1");
+        if let Some(raw) = get("MCP_EXEC_LOG_JOURNALD") {
+            match switch(&raw) {
+                Some(on) => c.log_journald = on,
+                None => warnings.push(format!(
+                    "MCP_EXEC_LOG_JOURNALD={raw:?} is neither on nor off ({SWITCH_SPELLINGS}); \
+                     logging to stderr only"
+                )),
+            }
+        }
         (c, warnings)
     }
 }
@@ -451,5 +491,66 @@ mod tests {
         assert_eq!(c.max_queued, 1000);
         assert_eq!(c.max_running, 6645);
         assert_eq!(w.len(), 1, "{w:?}");
+    }
+
+    #[test]
+    fn zero_jobs_running_at_once_is_refused_as_a_count_of_jobs_not_of_bytes() {
+        let (c, w) =
+            Config::from_lookup(|k| (k == "MCP_EXEC_MAX_RUNNING").then(|| "0".into()), 1024);
+        assert_eq!(c.max_running, 320);
+        assert_eq!(
+            w,
+            [
+                "MCP_EXEC_MAX_RUNNING=\"0\" is not a whole number of at least 1; using the default 320"
+            ]
+        );
+    }
+
+    #[test]
+    fn switches_take_the_usual_spellings_in_any_case() {
+        for on in ["1", "true", "YES", "On", " yes "] {
+            assert_eq!(switch(on), Some(true), "{on}");
+        }
+        for off in ["0", "false", "No", "OFF", ""] {
+            assert_eq!(switch(off), Some(false), "{off}");
+        }
+        for neither in ["2", "y", "enable", "truee"] {
+            assert_eq!(switch(neither), None, "{neither}");
+        }
+        let (c, w) = Config::from_lookup(
+            |k| match k {
+                "MCP_EXEC_HTTP_INSECURE" => Some("yes".into()),
+                "MCP_EXEC_LOG_JOURNALD" => Some("TRUE".into()),
+                _ => None,
+            },
+            1024,
+        );
+        assert!(c.http_insecure && c.log_journald, "{c:?}");
+        assert!(
+            w.is_empty() && c.refusals.is_empty(),
+            "{w:?} {:?}",
+            c.refusals
+        );
+    }
+
+    #[test]
+    fn an_unreadable_insecure_switch_is_a_refusal_and_an_unreadable_journald_switch_a_warning() {
+        let (c, w) = Config::from_lookup(
+            |k| match k {
+                "MCP_EXEC_HTTP_INSECURE" => Some("maybe".into()),
+                "MCP_EXEC_LOG_JOURNALD" => Some("sure".into()),
+                _ => None,
+            },
+            1024,
+        );
+        assert!(!c.http_insecure && !c.log_journald);
+        assert_eq!(c.refusals.len(), 1, "{:?}", c.refusals);
+        assert!(
+            c.refusals[0].starts_with("MCP_EXEC_HTTP_INSECURE=\"maybe\""),
+            "{:?}",
+            c.refusals
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("MCP_EXEC_LOG_JOURNALD=\"sure\""), "{w:?}");
     }
 }

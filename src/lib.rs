@@ -1,5 +1,5 @@
-//! mcp-exec: an MCP server on stdio that runs shell commands as jobs, meant
-//! to be PID 1 of a container.
+//! mcp-exec: an MCP server (stdio and Streamable HTTP) that runs shell
+//! commands as jobs, meant to be PID 1 of a container.
 //!
 //! The whole program is this library; the binary (`src/main.rs`) only calls
 //! [`main`]. It is a library so that the fuzz targets (`fuzz/`) can reach
@@ -23,6 +23,10 @@
 //! 4. the tokio runtime, `Boot::start`, and the session until shutdown;
 //! 5. `process::exit(0)`, so no stray thread (a stdin reader blocked in
 //!    `read`) can hold the process open.
+//!
+//! A fatal start-up error is said once (`fatal`): as a log line when the
+//! log shows errors, else plainly on stderr. A bad argument is one line and
+//! a pointer to `--help`, never the whole help.
 
 mod capture;
 mod config;
@@ -53,7 +57,7 @@ pub fn main() {
         std::process::exit(probe::main(&args[1..]));
     }
     if main_command.as_ref().is_some_and(Vec::is_empty) {
-        eprintln!("mcp-exec: no command after \"--\"\n\n{}", help());
+        usage_error("no command after \"--\"");
         std::process::exit(2);
     }
     let flags = match cli(args.into_iter()) {
@@ -99,16 +103,19 @@ pub fn main() {
             config.max_running
         ));
     }
-    let _log_guard = logging::init(&config);
-    for w in boot.warnings.iter().chain(&warnings) {
+    let (_log_guard, log_warning) = logging::init(&config);
+    for w in boot.warnings.iter().chain(&warnings).chain(&log_warning) {
         tracing::warn!("{w}");
     }
     // Security settings fail closed (SPEC Part II): exit 2, naming them.
-    let policies = match Policies::from_config(&config) {
+    let policies = match config.refusals.first() {
+        Some(refusal) => Err(refusal.clone()),
+        None => Policies::from_config(&config),
+    };
+    let policies = match policies {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("mcp-exec: {e}");
+            fatal(&e);
             drop(_log_guard);
             std::process::exit(2);
         }
@@ -124,13 +131,28 @@ pub fn main() {
     let code = match run(boot, config, policies, main_command) {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("mcp-exec: {e}");
+            fatal(&e.to_string());
             1
         }
     };
     drop(_log_guard);
     std::process::exit(code);
+}
+
+/// Says a fatal error once: in the log (stderr, and journald when on) if it
+/// shows errors, else plainly on stderr, so `MCP_EXEC_LOG=off` cannot hide
+/// why the server stopped.
+fn fatal(message: &str) {
+    if tracing::enabled!(tracing::Level::ERROR) {
+        tracing::error!("{message}");
+    } else {
+        eprintln!("mcp-exec: {message}");
+    }
+}
+
+/// Says what is wrong with the command line, and where the usage is.
+fn usage_error(message: &str) {
+    eprintln!("mcp-exec: {message}\nTry 'mcp-exec --help' for the usage.");
 }
 
 /// The policies built from security settings.
@@ -268,12 +290,12 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
             "--http" => "MCP_EXEC_HTTP",
             "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
             _ => {
-                eprintln!("mcp-exec: unknown argument {arg:?}\n\n{}", help());
+                usage_error(&format!("unknown argument {arg:?}"));
                 return Err(2);
             }
         };
         let Some(value) = inline.or_else(|| args.next()) else {
-            eprintln!("mcp-exec: {name} needs a value (ADDR)");
+            usage_error(&format!("{name} needs a value (ADDR)"));
             return Err(2);
         };
         flags.settings.push((variable, value));
@@ -281,9 +303,12 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
     Ok(flags)
 }
 
+/// The `--help` text. Its tools come from the tool table, so it names every
+/// tool a session of the newest revision lists.
 fn help() -> String {
     let mut s = format!(
-        "mcp-exec {} — an MCP server (stdio) that runs shell commands as jobs; meant to be PID 1 of a container.\n\n\
+        "mcp-exec {} — an MCP server (stdio and Streamable HTTP) that runs shell commands as jobs;\n\
+         meant to be PID 1 of a container.\n\n\
          Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--no-stdio]\n       \
          mcp-exec [--http ADDR] [--metrics-listen ADDR] -- CMD [ARGS…]\n                           \
          init mode: run CMD as the container's main process, tini-style; signals go to CMD,\n                           \
@@ -298,12 +323,48 @@ fn help() -> String {
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
          --no-stdio              serve no MCP on stdio (needs --http)\n\n\
-         Tools: execute, wait, status, output, input, kill, list_jobs.\n\n\
-         Environment:\n",
+         Tools (upload, download and shell_sessions from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")
     );
+    let tools = tools::TOOLS.iter().chain(&tools::PART_TWO_TOOLS);
+    let width = tools.clone().map(|t| t.name.len()).max().unwrap_or(0);
+    for tool in tools {
+        s.push_str(&format!("  {:<width$}  {}\n", tool.name, tool.title));
+    }
+    s.push_str("\nEnvironment:\n");
+    let name_width = config::VARIABLES
+        .iter()
+        .map(|v| v.0.len())
+        .max()
+        .unwrap_or(0);
+    let default_width = config::VARIABLES
+        .iter()
+        .map(|v| v.1.len())
+        .max()
+        .unwrap_or(0);
     for (name, default, meaning) in config::VARIABLES {
-        s.push_str(&format!("  {name:<28} {default:<9} {meaning}\n"));
+        s.push_str(&format!(
+            "  {name:<name_width$}  {default:<default_width$}  {meaning}\n"
+        ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_names_every_tool_of_the_tool_table_with_its_title() {
+        let text = help();
+        for tool in tools::TOOLS.iter().chain(&tools::PART_TWO_TOOLS) {
+            assert!(
+                text.lines()
+                    .any(|l| l.trim_start().starts_with(tool.name) && l.ends_with(tool.title)),
+                "{} is missing from:\n{text}",
+                tool.name
+            );
+        }
+        assert!(text.contains("stdio and Streamable HTTP"), "{text}");
+    }
 }

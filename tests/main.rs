@@ -73,3 +73,6 @@ mod kube;
 
 /// Shell sessions (SPEC §17): what carries between jobs and what does not, lanes, the tool.
 mod sessions;
+
+/// What a person is told: bad flags, bad settings, fatal errors, tokens, `--help` (issue 19 §7).
+mod messages;

@@ -49,12 +49,23 @@ pub fn ordering(job_setting: i32) -> Option<i32> {
             );
             SERVER
         }
+        // Not permitted is the usual case (podman and Docker do not grant
+        // CAP_SYS_RESOURCE): said once at info level, not as a fault.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            tracing::info!(
+                inherited,
+                jobs,
+                "oom_score_adj: the server keeps its own (lowering it to {SERVER} needs \
+                 CAP_SYS_RESOURCE); jobs are raised above it, so the OOM killer takes them first"
+            );
+            inherited
+        }
         Err(e) => {
             tracing::warn!(
                 inherited,
                 jobs,
                 error = %e,
-                "oom_score_adj: could not lower the server's own to {SERVER} (needs CAP_SYS_RESOURCE); \
+                "oom_score_adj: could not lower the server's own to {SERVER}; \
                  jobs are still raised above it"
             );
             inherited

@@ -87,19 +87,32 @@ impl Origins {
 
 /// Whether the request carries the token (always, when none is set).
 pub fn authorized(settings: &Settings, headers: &HeaderMap) -> bool {
+    authorization(settings, headers).is_ok()
+}
+
+/// [`authorized`], with the `401` text when not: a missing header, one that
+/// is not `Bearer <token>`, and a wrong token are told apart (the token
+/// itself is never echoed).
+pub fn authorization(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
     let Some(token) = &settings.token else {
-        return true;
+        return Ok(());
     };
-    let Some(given) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+    let Some(given) = headers.get(header::AUTHORIZATION) else {
+        return Err("a bearer token is required (Authorization: Bearer <token>)");
+    };
+    let malformed = "the Authorization header must be \"Bearer <token>\"";
+    let Some((scheme, credentials)) = given.to_str().ok().and_then(|g| g.trim().split_once(' '))
     else {
-        return false;
+        return Err(malformed);
     };
-    let Some((scheme, credentials)) = given.trim().split_once(' ') else {
-        return false;
-    };
-    scheme.eq_ignore_ascii_case("bearer") && same(credentials.trim().as_bytes(), token)
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(malformed);
+    }
+    if same(credentials.trim().as_bytes(), token) {
+        Ok(())
+    } else {
+        Err("the bearer token is wrong")
+    }
 }
 
 /// Compares in time independent of where the bytes differ (the length is
@@ -178,6 +191,35 @@ mod tests {
         assert!(o.allows("http://x.example:8080"));
         assert!(!o.allows("http://x.example:8081"));
         assert!(!o.allows("http://app.example"));
+    }
+
+    #[test]
+    fn a_missing_a_malformed_and_a_wrong_token_get_three_different_texts() {
+        let settings = Settings {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            token: Some(b"secret".to_vec()),
+            origins: Origins::Default,
+            session_idle: std::time::Duration::from_secs(1),
+            max_connections: 1,
+        };
+        let with = |value: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = value {
+                h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            }
+            authorization(&settings, &h)
+        };
+        assert_eq!(with(Some("Bearer secret")), Ok(()));
+        let missing = with(None).unwrap_err();
+        let malformed = with(Some("Basic c2VjcmV0")).unwrap_err();
+        let wrong = with(Some("Bearer guess")).unwrap_err();
+        assert!(missing.contains("required"), "{missing}");
+        assert!(malformed.contains("\"Bearer <token>\""), "{malformed}");
+        assert!(
+            wrong.contains("wrong") && !wrong.contains("guess"),
+            "{wrong}"
+        );
+        assert!(missing != malformed && malformed != wrong && missing != wrong);
     }
 
     #[test]

@@ -319,8 +319,8 @@ async fn route(state: &Arc<State>, listener: Listener, req: Request<Incoming>) -
         (&Method::GET, "/livez") => return live(),
         _ => {}
     }
-    if !guard::authorized(settings, req.headers()) {
-        let mut r = status(StatusCode::UNAUTHORIZED, "a bearer token is required");
+    if let Err(why) = guard::authorization(settings, req.headers()) {
+        let mut r = status(StatusCode::UNAUTHORIZED, why);
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
