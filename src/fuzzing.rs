@@ -34,7 +34,7 @@ use crate::policy::redact::{MARKER, Redactor};
 use crate::protocol::line::{Line, LineSplitter};
 use crate::server::outbox::{self, Outgoing};
 use crate::server::session::Session;
-use crate::server::transport::http::{Settings as HttpSettings, guard};
+use crate::server::transport::http::{HttpSettings, guard};
 use crate::tools::{App, kill};
 
 /// Reads an input as a sequence of small decisions: a byte at a time, then

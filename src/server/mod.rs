@@ -56,7 +56,7 @@ pub struct Listeners {
     /// Serve MCP on stdio.
     pub stdio: bool,
     /// The Streamable HTTP listener.
-    pub http: Option<http::Settings>,
+    pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
 }
@@ -64,7 +64,7 @@ pub struct Listeners {
 impl Listeners {
     /// Validates the listener settings of `config`.
     pub fn from_config(config: &Config) -> Result<Listeners, String> {
-        let http = http::Settings::from_config(config)?;
+        let http = http::HttpSettings::from_config(config)?;
         let metrics = config
             .metrics_listen
             .as_deref()

@@ -5,7 +5,7 @@
 use hyper::HeaderMap;
 use hyper::header;
 
-use super::settings::{Origins, Settings};
+use super::settings::{HttpSettings, Origins};
 
 /// The host names a loopback listener answers to.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -40,7 +40,7 @@ pub fn is_loopback_authority(authority: &str) -> bool {
 
 /// On a loopback bind, `Host` must name loopback: a page on another site
 /// that rebinds its name to 127.0.0.1 sends its own name.
-pub fn host(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+pub fn host(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
     if !settings.addr.ip().is_loopback() {
         return Ok(());
     }
@@ -51,7 +51,7 @@ pub fn host(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str
 }
 
 /// A request with an `Origin` must come from an allowed one.
-pub fn origin(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+pub fn origin(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
@@ -86,7 +86,7 @@ impl Origins {
 }
 
 /// Whether the request carries the token (always, when none is set).
-pub fn authorized(settings: &Settings, headers: &HeaderMap) -> bool {
+pub fn authorized(settings: &HttpSettings, headers: &HeaderMap) -> bool {
     let Some(token) = &settings.token else {
         return true;
     };

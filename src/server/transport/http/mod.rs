@@ -69,7 +69,7 @@ use crate::server::outbox::{self, Message, Outgoing};
 use crate::server::session::Session;
 use crate::tools::App;
 use body::Body;
-pub use settings::Settings;
+pub use settings::HttpSettings;
 
 /// A client must send a request's head within this, or it is dropped
 /// (SPEC §11: slow clients cannot pin connections).
@@ -108,7 +108,7 @@ struct Entry {
 /// What every request handler shares.
 struct State {
     app: Arc<App>,
-    settings: Option<Settings>,
+    settings: Option<HttpSettings>,
     shutdown: CancellationToken,
     sessions: Mutex<HashMap<String, Arc<Entry>>>,
     started: Instant,
@@ -126,7 +126,7 @@ pub struct Http {
 /// Their bound addresses are printed on stderr (`mcp-exec: listening for
 /// HTTP on ADDR`, `… for metrics on ADDR`): a port of 0 picks a free one.
 pub async fn start(
-    settings: Option<Settings>,
+    settings: Option<HttpSettings>,
     metrics: Option<SocketAddr>,
     app: Arc<App>,
     shutdown: &CancellationToken,
