@@ -38,7 +38,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::body::Body;
-use super::{Reply, State, status};
+use super::{HttpState, Reply, status};
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, Kind, path, read, tree};
@@ -120,7 +120,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Routes a `/files…` request.
-pub(super) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(state: &Arc<HttpState>, req: Request<Incoming>) -> Reply {
     let raw = req.uri().path().strip_prefix("/files").unwrap_or("");
     let target = match path::from_url_path(raw) {
         Ok(p) => p,

@@ -106,7 +106,7 @@ struct Entry {
 }
 
 /// What every request handler shares.
-struct State {
+struct HttpState {
     app: Arc<App>,
     settings: Option<HttpSettings>,
     shutdown: CancellationToken,
@@ -118,7 +118,7 @@ struct State {
 
 /// The running listeners.
 pub struct Http {
-    state: Arc<State>,
+    state: Arc<HttpState>,
 }
 
 /// Binds the main listener (when `settings` is set) and the metrics
@@ -134,7 +134,7 @@ pub async fn start(
     let addr = settings.as_ref().map(|s| s.addr);
     let max_connections = settings.as_ref().map_or(256, |s| s.max_connections);
     let idle = settings.as_ref().map(|s| s.session_idle);
-    let state = Arc::new(State {
+    let state = Arc::new(HttpState {
         app,
         settings,
         shutdown: shutdown.clone(),
@@ -188,7 +188,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Accepts connections while fewer than the limit are open.
-async fn accept(socket: TcpListener, state: Arc<State>, listener: Listener, limit: Arc<Semaphore>) {
+async fn accept(
+    socket: TcpListener,
+    state: Arc<HttpState>,
+    listener: Listener,
+    limit: Arc<Semaphore>,
+) {
     loop {
         let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
             return;
@@ -222,7 +227,7 @@ async fn accept(socket: TcpListener, state: Arc<State>, listener: Listener, limi
 }
 
 /// Ends sessions idle for `idle` with no request in flight.
-async fn expire_idle(state: Arc<State>, idle: Duration) {
+async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
     let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let mut ticks = tokio::time::interval(every);
     loop {
@@ -238,10 +243,10 @@ async fn expire_idle(state: Arc<State>, idle: Duration) {
 }
 
 /// Counts a request as in flight until dropped (it travels in the body).
-pub struct Active(Arc<State>);
+pub struct Active(Arc<HttpState>);
 
 impl Active {
-    fn new(state: &Arc<State>) -> Active {
+    fn new(state: &Arc<HttpState>) -> Active {
         state.active.send_modify(|n| *n += 1);
         Active(Arc::clone(state))
     }
@@ -284,7 +289,7 @@ fn status(code: StatusCode, message: &str) -> Reply {
 }
 
 async fn handle(
-    state: Arc<State>,
+    state: Arc<HttpState>,
     listener: Listener,
     req: Request<Incoming>,
 ) -> Result<Reply, Infallible> {
@@ -294,7 +299,7 @@ async fn handle(
     Ok(reply)
 }
 
-async fn route(state: &Arc<State>, listener: Listener, req: Request<Incoming>) -> Reply {
+async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming>) -> Reply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let settings = match (listener, &state.settings) {
@@ -353,7 +358,7 @@ fn live() -> Reply {
     r
 }
 
-fn health(state: &State) -> Reply {
+fn health(state: &HttpState) -> Reply {
     let (running, queued) = state.app.jobs.table().counts();
     let (code, what) = if state.shutdown.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
@@ -378,7 +383,7 @@ fn health(state: &State) -> Reply {
     r
 }
 
-fn metrics(state: &State) -> Reply {
+fn metrics(state: &HttpState) -> Reply {
     let (running, queued) = state.app.jobs.table().counts();
     let text = crate::metrics::render(&crate::metrics::Snapshot {
         running,
@@ -399,7 +404,7 @@ fn metrics(state: &State) -> Reply {
 /// The session a request names: `Err` is the reply (`400` missing, `404`
 /// unknown or ended).
 fn session_of(
-    state: &State,
+    state: &HttpState,
     headers: &hyper::HeaderMap,
 ) -> Result<Arc<Entry>, (StatusCode, &'static str)> {
     let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
@@ -414,7 +419,7 @@ fn session_of(
         .ok_or((StatusCode::NOT_FOUND, "unknown or ended session"))
 }
 
-fn delete(state: &State, req: &Request<Incoming>) -> Reply {
+fn delete(state: &HttpState, req: &Request<Incoming>) -> Reply {
     let entry = match session_of(state, req.headers()) {
         Ok(e) => e,
         Err((code, why)) => return status(code, why),
@@ -429,7 +434,7 @@ fn delete(state: &State, req: &Request<Incoming>) -> Reply {
 /// Reads a `/mcp` or `/exec` body of at most `MCP_EXEC_MAX_LINE_BYTES`;
 /// `Err` is the reply (`413` past the bound, without reading the rest).
 async fn read_body(
-    state: &State,
+    state: &HttpState,
     req: Request<Incoming>,
 ) -> Result<(hyper::http::request::Parts, Bytes), Reply> {
     let max = state.app.config.max_line_bytes;
@@ -477,7 +482,7 @@ async fn read_body(
     Ok((parts, bytes))
 }
 
-async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
+async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Reply {
     let accept = req
         .headers()
         .get_all(header::ACCEPT)
