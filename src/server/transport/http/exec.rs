@@ -42,7 +42,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::body::Body;
-use super::{HttpState as State, Reply, read_body, status};
+use super::{HttpReply as Reply, HttpState as State, read_body, status};
 use crate::capture::{Redact, StreamSpec};
 use crate::jobs::result::{JobResult, View};
 use crate::jobs::{Claim, JobId, Pending, StdinSlot, Submitted};

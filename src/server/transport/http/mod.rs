@@ -276,9 +276,9 @@ impl Drop for Busy {
     }
 }
 
-type Reply = Response<Body>;
+type HttpReply = Response<Body>;
 
-fn status(code: StatusCode, message: &str) -> Reply {
+fn status(code: StatusCode, message: &str) -> HttpReply {
     let mut r = Response::new(Body::full(format!("{}\n", json!({"error": message}))));
     *r.status_mut() = code;
     r.headers_mut().insert(
@@ -292,14 +292,14 @@ async fn handle(
     state: Arc<HttpState>,
     listener: Listener,
     req: Request<Incoming>,
-) -> Result<Reply, Infallible> {
+) -> Result<HttpReply, Infallible> {
     let active = Active::new(&state);
     let mut reply = route(&state, listener, req).await;
     reply.body_mut().hold(active);
     Ok(reply)
 }
 
-async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming>) -> Reply {
+async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming>) -> HttpReply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let settings = match (listener, &state.settings) {
@@ -349,7 +349,7 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
     }
 }
 
-fn live() -> Reply {
+fn live() -> HttpReply {
     let mut r = Response::new(Body::full("{\"status\":\"ok\"}\n".to_owned()));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -358,7 +358,7 @@ fn live() -> Reply {
     r
 }
 
-fn health(state: &HttpState) -> Reply {
+fn health(state: &HttpState) -> HttpReply {
     let (running, queued) = state.app.jobs.table().counts();
     let (code, what) = if state.shutdown.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
@@ -383,7 +383,7 @@ fn health(state: &HttpState) -> Reply {
     r
 }
 
-fn metrics(state: &HttpState) -> Reply {
+fn metrics(state: &HttpState) -> HttpReply {
     let (running, queued) = state.app.jobs.table().counts();
     let text = crate::metrics::render(&crate::metrics::Snapshot {
         running,
@@ -419,7 +419,7 @@ fn session_of(
         .ok_or((StatusCode::NOT_FOUND, "unknown or ended session"))
 }
 
-fn delete(state: &HttpState, req: &Request<Incoming>) -> Reply {
+fn delete(state: &HttpState, req: &Request<Incoming>) -> HttpReply {
     let entry = match session_of(state, req.headers()) {
         Ok(e) => e,
         Err((code, why)) => return status(code, why),
@@ -436,7 +436,7 @@ fn delete(state: &HttpState, req: &Request<Incoming>) -> Reply {
 async fn read_body(
     state: &HttpState,
     req: Request<Incoming>,
-) -> Result<(hyper::http::request::Parts, Bytes), Reply> {
+) -> Result<(hyper::http::request::Parts, Bytes), HttpReply> {
     let max = state.app.config.max_line_bytes;
     let too_big = || {
         let mut r = status(
@@ -482,7 +482,7 @@ async fn read_body(
     Ok((parts, bytes))
 }
 
-async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Reply {
+async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
     let accept = req
         .headers()
         .get_all(header::ACCEPT)
