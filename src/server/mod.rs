@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::tools::App;
-use session::Session;
+use session::McpSession;
 use transport::http;
 use transport::stdio::{self, Input, Stdio};
 
@@ -130,7 +130,7 @@ pub async fn run(
     } else {
         None
     };
-    let session = Session::new(Arc::clone(&app), &shutdown, "stdio");
+    let session = McpSession::new(Arc::clone(&app), &shutdown, "stdio");
     let stdio_out = stdio.as_ref().map(|io| io.outbox.clone());
     let stdio_broken = stdio.as_ref().map(|io| io.broken.clone());
 

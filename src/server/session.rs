@@ -6,7 +6,7 @@
 //! so a job started here can be waited for from any other session.
 //!
 //! A transport gives the session one framed message at a time
-//! ([`Session::on_line`]) together with the [`Outbox`] where that message's
+//! ([`McpSession::on_line`]) together with the [`Outbox`] where that message's
 //! response and notifications go; that pair is the whole transport
 //! interface. Nothing below this module knows which transport called.
 //!
@@ -27,7 +27,7 @@
 //! flight answers `-32800` (each call's token is a child of the session's,
 //! itself a child of the server's); a call that is not blocked then
 //! completes normally, or is answered anyway after a short backstop.
-//! [`Session::settle`] waits for the calls to finish.
+//! [`McpSession::settle`] waits for the calls to finish.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -52,8 +52,8 @@ use crate::tools::{self, App, Call, CallError, Phase};
 /// finishes first).
 const ANSWER_BACKSTOP: Duration = Duration::from_millis(500);
 
-/// One session.
-pub struct Session {
+/// One MCP session (not an HTTP session, which carries one, nor a shell session).
+pub struct McpSession {
     app: Arc<App>,
     revision: OnceLock<Revision>,
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
@@ -86,15 +86,15 @@ enum Reply {
     Later(JoinHandle<Answer>),
 }
 
-impl Session {
+impl McpSession {
     /// A new session of `app`, ended at the latest by `shutdown`;
     /// `transport` names the transport in metrics, and nowhere else.
     pub fn new(
         app: Arc<App>,
         shutdown: &CancellationToken,
         transport: &'static str,
-    ) -> Arc<Session> {
-        Arc::new(Session {
+    ) -> Arc<McpSession> {
+        Arc::new(McpSession {
             app,
             revision: OnceLock::new(),
             in_flight: Mutex::default(),
@@ -216,7 +216,7 @@ impl Session {
         });
     }
 
-    /// A batch member: like [`Session::on_message`], but a call's response
+    /// A batch member: like [`McpSession::on_message`], but a call's response
     /// is collected instead of sent.
     fn on_batch_member(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
         match msg {

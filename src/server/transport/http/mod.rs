@@ -12,7 +12,7 @@
 //!
 //! # Requests and sessions
 //! `POST /mcp` carries one JSON-RPC message (or, in a 2025-03-26 session, a
-//! batch). `initialize` creates a [`Session`] — the same protocol code the
+//! batch). `initialize` creates a [`McpSession`] — the same protocol code the
 //! stdio transport uses — and names it in `Mcp-Session-Id`; every later
 //! request must carry that header. Each POST gets an [`Outbox`](crate::server::outbox::Outbox) of its own:
 //! the session queues that message's response (and its progress
@@ -26,7 +26,7 @@
 //! When the client goes away, hyper drops the handler's future (JSON) or
 //! the body (SSE); either drops the POST's `Inbox`, which closes the outbox,
 //! and a call still waiting on it is *detached*: dropped where it waits,
-//! before it claims anything (see `Session`), so its job and result stay
+//! before it claims anything (see `McpSession`), so its job and result stay
 //! in the table. Only `notifications/cancelled` and `DELETE` cancel.
 //!
 //! # Bounds
@@ -66,7 +66,7 @@ use tokio_util::sync::CancellationToken;
 use crate::protocol::line::Line;
 use crate::protocol::version::SUPPORTED;
 use crate::server::outbox::{self, Message, Outgoing};
-use crate::server::session::Session;
+use crate::server::session::McpSession;
 use crate::tools::App;
 use body::Body;
 pub use settings::HttpSettings;
@@ -99,7 +99,7 @@ enum Listener {
 
 /// One HTTP session: the protocol state and its use.
 struct Entry {
-    session: Arc<Session>,
+    session: Arc<McpSession>,
     /// Requests of this session in flight (not expired while any is).
     busy: AtomicUsize,
     last_used: Mutex<Instant>,
@@ -524,7 +524,7 @@ async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
             );
         };
         let entry = Arc::new(Entry {
-            session: Session::new(Arc::clone(&state.app), &state.shutdown, "http"),
+            session: McpSession::new(Arc::clone(&state.app), &state.shutdown, "http"),
             busy: AtomicUsize::new(0),
             last_used: Mutex::new(Instant::now()),
         });
