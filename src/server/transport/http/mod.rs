@@ -97,8 +97,8 @@ enum Listener {
     Metrics,
 }
 
-/// One HTTP session: the protocol state and its use.
-struct Entry {
+/// One HTTP session (`Mcp-Session-Id`): the MCP session it carries and its use.
+struct HttpSession {
     session: Arc<McpSession>,
     /// Requests of this session in flight (not expired while any is).
     busy: AtomicUsize,
@@ -110,7 +110,7 @@ struct HttpState {
     app: Arc<App>,
     settings: Option<HttpSettings>,
     shutdown: CancellationToken,
-    sessions: Mutex<HashMap<String, Arc<Entry>>>,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     started: Instant,
     /// Requests in flight, whose responses are not fully handed to hyper.
     active: watch::Sender<usize>,
@@ -166,7 +166,8 @@ impl Http {
     /// Waits up to `within` for every HTTP session's calls to finish and
     /// queue their responses.
     pub async fn settle(&self, within: Duration) {
-        let sessions: Vec<Arc<Entry>> = lock(&self.state.sessions).values().cloned().collect();
+        let sessions: Vec<Arc<HttpSession>> =
+            lock(&self.state.sessions).values().cloned().collect();
         let _ = tokio::time::timeout(within, async {
             for entry in sessions {
                 entry.session.settle(within).await;
@@ -259,10 +260,10 @@ impl Drop for Active {
 }
 
 /// Marks a session used until dropped.
-struct Busy(Arc<Entry>);
+struct Busy(Arc<HttpSession>);
 
 impl Busy {
-    fn new(entry: &Arc<Entry>) -> Busy {
+    fn new(entry: &Arc<HttpSession>) -> Busy {
         entry.busy.fetch_add(1, Ordering::AcqRel);
         *lock(&entry.last_used) = Instant::now();
         Busy(Arc::clone(entry))
@@ -406,7 +407,7 @@ fn metrics(state: &HttpState) -> HttpReply {
 fn session_of(
     state: &HttpState,
     headers: &hyper::HeaderMap,
-) -> Result<Arc<Entry>, (StatusCode, &'static str)> {
+) -> Result<Arc<HttpSession>, (StatusCode, &'static str)> {
     let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
         return Err((
             StatusCode::BAD_REQUEST,
@@ -523,7 +524,7 @@ async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
                 "no randomness for a session id",
             );
         };
-        let entry = Arc::new(Entry {
+        let entry = Arc::new(HttpSession {
             session: McpSession::new(Arc::clone(&state.app), &state.shutdown, "http"),
             busy: AtomicUsize::new(0),
             last_used: Mutex::new(Instant::now()),
