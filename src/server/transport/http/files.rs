@@ -38,7 +38,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::body::Body;
-use super::{HttpReply, HttpState, status};
+use super::reply::{self, HttpReply, status};
+use super::state::HttpState;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, Kind, path, read, tree};
@@ -90,13 +91,7 @@ impl<'a> Query<'a> {
 fn json_reply(code: StatusCode, value: &impl Serialize) -> HttpReply {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
-    let mut r = Response::new(Body::full(body));
-    *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    reply::json(code, body)
 }
 
 fn error(e: &FileError) -> HttpReply {
@@ -197,9 +192,7 @@ pub(super) async fn handle(state: &Arc<HttpState>, req: Request<Incoming>) -> Ht
 }
 
 fn no_content() -> HttpReply {
-    let mut r = Response::new(Body::empty());
-    *r.status_mut() = StatusCode::NO_CONTENT;
-    r
+    reply::empty(StatusCode::NO_CONTENT)
 }
 
 /// What the socket side hands the writing task.
