@@ -86,6 +86,67 @@ enum Reply {
     Later(JoinHandle<Answer>),
 }
 
+/// One framed message, parsed once: a transport may ask it what it needs
+/// to know before it picks the session (HTTP: whether it opens one, whether
+/// its answer comes with progress), then hands it to
+/// [`McpSession::on_inbound`], which does not parse it again.
+pub struct Inbound(Parsed);
+
+enum Parsed {
+    /// A line past `MCP_EXEC_MAX_LINE_BYTES`, of this many bytes.
+    TooLong(u64),
+    /// Not JSON.
+    Malformed(serde_json::Error),
+    /// A JSON value: a message, a batch, or something invalid.
+    Json(Value),
+}
+
+impl Inbound {
+    /// Parses one framed line.
+    pub fn parse(line: Line) -> Inbound {
+        match line {
+            Line::Complete(bytes) => Inbound::from_slice(&bytes),
+            Line::TooLong { bytes } => Inbound(Parsed::TooLong(bytes)),
+        }
+    }
+
+    /// Parses one message's bytes (an HTTP body).
+    pub fn from_slice(bytes: &[u8]) -> Inbound {
+        Inbound(match serde_json::from_slice(bytes) {
+            Ok(v) => Parsed::Json(v),
+            Err(e) => Parsed::Malformed(e),
+        })
+    }
+
+    /// The message as a single object with an `id` (a request, or a
+    /// malformed one that is answered); `None` for a batch, a notification
+    /// or what did not parse.
+    fn request(&self) -> Option<&serde_json::Map<String, Value>> {
+        match &self.0 {
+            Parsed::Json(Value::Object(m)) if m.contains_key("id") => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Whether it is an `initialize` request: one that opens a session.
+    pub fn opens_session(&self) -> bool {
+        self.request()
+            .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"))
+    }
+
+    /// Whether it is a request that asked for progress (a non-null
+    /// `params._meta.progressToken`): its answer may come after
+    /// notifications.
+    pub fn wants_progress(&self) -> bool {
+        self.request().is_some_and(|m| {
+            m.get("params")
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("progressToken"))
+                .is_some_and(|t| !t.is_null())
+        })
+    }
+}
+
 impl McpSession {
     /// A new session of `app`, ended at the latest by `shutdown`;
     /// `transport` names the transport in metrics, and nowhere else.
@@ -138,9 +199,16 @@ impl McpSession {
     /// Handles one framed message; its response (if any) and notifications
     /// go to `out`.
     pub async fn on_line(self: &Arc<Self>, line: Line, out: &Outbox) {
-        let bytes = match line {
-            Line::Complete(b) => b,
-            Line::TooLong { bytes } => {
+        self.on_inbound(Inbound::parse(line), out).await;
+    }
+
+    /// Handles one message already parsed (a transport that had to ask it
+    /// something first, see [`Inbound`]); its response (if any) and
+    /// notifications go to `out`.
+    pub async fn on_inbound(self: &Arc<Self>, message: Inbound, out: &Outbox) {
+        let value = match message.0 {
+            Parsed::Json(v) => v,
+            Parsed::TooLong(bytes) => {
                 let msg = format!(
                     "parse error: line of {bytes} bytes exceeds MCP_EXEC_MAX_LINE_BYTES ({})",
                     self.app.config.max_line_bytes
@@ -149,17 +217,13 @@ impl McpSession {
                     .await;
                 return;
             }
-        };
-        let value: Value = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(e) => {
+            Parsed::Malformed(e) => {
                 let msg = format!("parse error: {e}");
                 out.send(protocol::error_line(None, ErrorCode::PARSE_ERROR, &msg))
                     .await;
                 return;
             }
         };
-        drop(bytes);
         if let Value::Array(items) = value {
             self.on_batch(items, out).await;
             return;
@@ -434,5 +498,41 @@ impl McpSession {
             };
             (message, ticket)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inbound(text: &str) -> Inbound {
+        Inbound::from_slice(text.as_bytes())
+    }
+
+    #[test]
+    fn only_an_initialize_request_with_an_id_opens_a_session() {
+        assert!(inbound(r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#).opens_session());
+        assert!(!inbound(r#"{"jsonrpc":"2.0","method":"initialize"}"#).opens_session());
+        assert!(!inbound(r#"[{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#).opens_session());
+        assert!(!inbound(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).opens_session());
+        assert!(!inbound("{not json").opens_session());
+        assert!(!Inbound::parse(Line::TooLong { bytes: 9 }).opens_session());
+    }
+
+    #[test]
+    fn a_request_wants_progress_only_with_a_non_null_progress_token() {
+        let with = |meta: &str| {
+            inbound(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"_meta":{meta}}}}}"#
+            ))
+            .wants_progress()
+        };
+        assert!(with(r#"{"progressToken":"p"}"#));
+        assert!(with(r#"{"progressToken":0}"#));
+        assert!(!with(r#"{"progressToken":null}"#));
+        assert!(!with("{}"));
+        let notification =
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"progressToken":"p"}}}"#;
+        assert!(!inbound(notification).wants_progress());
     }
 }

@@ -19,16 +19,14 @@ use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::read::read_body;
 use super::reply::{HttpReply, empty, json, sse, status};
 use super::state::{Busy, HttpSession, HttpState, lock, new_session_id};
-use crate::protocol::line::Line;
 use crate::protocol::version::SUPPORTED;
 use crate::server::outbox::{self, Inbox, Message, Outgoing};
-use crate::server::session::McpSession;
+use crate::server::session::{Inbound, McpSession};
 
 /// What the client's `Accept` allows.
 struct Accepts {
@@ -67,20 +65,13 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
         Ok(read) => read,
         Err(reply) => return reply,
     };
-    let value: Option<Value> = serde_json::from_slice(&bytes).ok();
-    let is_initialize = value.as_ref().is_some_and(|v| {
-        v.get("method").and_then(Value::as_str) == Some("initialize") && v.get("id").is_some()
-    });
-    let wants_progress = value.as_ref().is_some_and(|v| {
-        v.get("id").is_some()
-            && v.get("params")
-                .and_then(|p| p.get("_meta"))
-                .and_then(|m| m.get("progressToken"))
-                .is_some_and(|t| !t.is_null())
-    });
-    drop(value);
+    // Parsed once: the transport asks the parsed message what it must know
+    // first (does it open a session, does it want progress), and the
+    // session takes it as it is.
+    let message = Inbound::from_slice(&bytes);
+    drop(bytes);
 
-    let (entry, new_id) = if is_initialize {
+    let (entry, new_id) = if message.opens_session() {
         let Some(id) = new_session_id() else {
             return status(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -97,11 +88,8 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     };
     let busy = Busy::new(&entry);
     let (out, inbox) = outbox::new(outbox::BUDGET);
-    entry
-        .session
-        .on_line(Line::Complete(bytes.to_vec()), &out)
-        .await;
-    drop(bytes);
+    let wants_progress = message.wants_progress();
+    entry.session.on_inbound(message, &out).await;
     // Only the call's task holds the outbox now: when it is done (or when
     // nothing answers at all), the inbox ends.
     drop(out);
