@@ -166,6 +166,12 @@ async fn accept(
                 continue;
             }
         };
+        // Without TCP_NODELAY, Nagle holds a small response's last segment
+        // until the client ACKs the previous one, and a client that delays
+        // its ACKs (Linux: up to 40 ms) stalls every small answer that long.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "setting TCP_NODELAY");
+        }
         let state = Arc::clone(&state);
         tokio::spawn(async move {
             let service = service_fn(move |req| handle(Arc::clone(&state), listener, req));
