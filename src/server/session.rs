@@ -31,16 +31,18 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::outbox::{Message, Outbox};
+use super::outbox::{self, Message, Outbox};
 use super::progress;
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
@@ -63,21 +65,67 @@ pub struct McpSession {
     /// The server's shutdown token.
     shutdown: CancellationToken,
     tasks: TaskTracker,
-    /// Admission of calls that may start a job (see [`JOB_CALLS`]).
-    job_calls: Arc<Semaphore>,
+    /// Bytes of answers its job-starting calls may hold (see
+    /// [`ANSWER_BUDGET`]).
+    answers: Arc<Semaphore>,
+    /// Held by the job-starting call whose turn it is to start (see
+    /// [`FirstStep`]).
+    starting: Arc<tokio::sync::Mutex<()>>,
     /// The transport's name, for metrics only (`stdio`, `http`).
     transport: &'static str,
 }
 
-/// How many calls that may start a job (`execute`) one session runs at
-/// once; later ones wait their turn before they start anything. Together
-/// with the outbox's byte budget this bounds what a client that stops
-/// reading can make the server hold.
-pub const JOB_CALLS: usize = 32;
+/// Bytes of answers that one session's calls that may start a job
+/// (`execute`) hold before their answers are queued in the outbox (whose
+/// own budget takes over then). Such a call is admitted only while this
+/// budget has [`ANSWER_FLOOR`] free, which it reserves; once its answer is
+/// made it holds the answer's real size instead (taking only what is free:
+/// an answer never waits for this budget, so none can deadlock another).
+/// And the session's job-starting calls start one after another
+/// ([`FirstStep`]), each after the outbox has room again, so each admission
+/// sees the answers made until then.
+///
+/// So a client that stops reading makes the server hold the outbox, about
+/// this budget of answers, and the answers of the calls admitted before
+/// those were made: at most `ANSWER_BUDGET / ANSWER_FLOOR` = 200 of them,
+/// each a job bounded as every job is (`MCP_EXEC_MAX_RUNNING`/`MAX_QUEUED`,
+/// `max_output_bytes`). A client that reads gets a burst of up to 200
+/// parallel blocking calls run in parallel. Why 200, not more: the server
+/// cannot tell a burst of `sleep`s from a burst of big printers before
+/// their jobs end, so that many answers may all be big at once (500 calls
+/// of 200 kB each, unread, peak at 53 MiB here, 57 MiB as PID 1; the test
+/// bound is 64 MiB). A fixed cap of 32 calls ran a burst of 200
+/// `sleep 0.5` in seven rounds.
+pub const ANSWER_BUDGET: usize = outbox::BUDGET;
 
-/// A call's response line, with its admission ticket: the ticket is
-/// dropped only once the line is queued, so a client that does not read
-/// cannot have more than [`JOB_CALLS`] job-starting answers pending.
+/// What a job-starting call is assumed to hold until its answer is made
+/// (about 41 KiB: 200 calls in flight at once before any answer).
+pub const ANSWER_FLOOR: usize = ANSWER_BUDGET / 200;
+
+/// A job-starting call's work, its first step taken while it holds its
+/// session's turn to start. A tool starts its job in its first step (the
+/// job service's submit is synchronous), so a session starts its jobs one
+/// after another, as a shell does, and the next admission sees the answers
+/// made meanwhile.
+struct FirstStep<F> {
+    call: F,
+    turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl<F: Future + Unpin> Future for FirstStep<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let step = Pin::new(&mut this.call).poll(cx);
+        this.turn = None;
+        step
+    }
+}
+
+/// A call's response line, with its admission ticket (the answer bytes it
+/// holds): the ticket is dropped only once the line is queued, so the
+/// answers of a client that does not read stay within [`ANSWER_BUDGET`].
 type Answer = (Message, Option<OwnedSemaphorePermit>);
 
 /// A response: ready now, or produced by a call's task.
@@ -162,7 +210,8 @@ impl McpSession {
             calls: shutdown.child_token(),
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
-            job_calls: Arc::new(Semaphore::new(JOB_CALLS)),
+            answers: Arc::new(Semaphore::new(ANSWER_BUDGET)),
+            starting: Arc::default(),
             transport,
         })
     }
@@ -385,6 +434,21 @@ impl McpSession {
         Reply::Now(line)
     }
 
+    /// Resizes a job-starting call's ticket to its answer's `cost`: gives
+    /// back what the answer does not need, takes what it needs more as far
+    /// as the budget has it free (never waiting).
+    fn hold_answer(&self, ticket: &mut OwnedSemaphorePermit, cost: usize) {
+        let held = ticket.num_permits();
+        if cost < held {
+            drop(ticket.split(held - cost));
+            return;
+        }
+        let more = (cost - held).min(self.answers.available_permits());
+        if let Ok(more) = Arc::clone(&self.answers).try_acquire_many_owned(more as u32) {
+            ticket.merge(more);
+        }
+    }
+
     /// Registers the call as in flight (before its task exists, so a cancel
     /// that follows it on the wire finds it) and returns the future that
     /// runs it and yields its response line. Progress notifications go to
@@ -416,38 +480,42 @@ impl McpSession {
                 phase: Phase::default(),
                 revision: session.revision(),
             };
-            // A call starts its work only while its outbox has room, and at
-            // most JOB_CALLS calls that may start a job run (or wait to send
-            // their answer) at once: so the jobs and answers that a client
-            // that does not read makes the server hold are bounded, as well
-            // as its queued messages.
+            // A call starts its work only while its outbox has room, and a
+            // call that may start a job only while the session's answers
+            // leave room for one more (ANSWER_BUDGET): so the jobs and
+            // answers that a client that does not read makes the server
+            // hold are bounded, as well as its queued messages.
             let admitted = async {
                 out.room().await;
-                if tools::starts_jobs(&params) {
-                    Arc::clone(&session.job_calls).acquire_owned().await.ok()
-                } else {
-                    None
+                if !tools::starts_jobs(&params) {
+                    return (None, None);
                 }
+                let turn = Arc::clone(&session.starting).lock_owned().await;
+                // Again in its turn: the calls before it may have filled it.
+                out.room().await;
+                let ticket = Arc::clone(&session.answers)
+                    .acquire_many_owned(ANSWER_FLOOR as u32)
+                    .await
+                    .ok();
+                (ticket, Some(turn))
             };
             let mut ticket = None;
             let run = async {
-                ticket = tokio::select! {
+                let turn;
+                (ticket, turn) = tokio::select! {
                     t = admitted => t,
                     () = call.cancel.cancelled() => return Err(CallError::Cancelled),
+                };
+                let work = FirstStep {
+                    call: Box::pin(tools::call(&call, &params)),
+                    turn,
                 };
                 match token {
                     Some(t) => {
                         let every = call.app.config.progress_interval;
-                        progress::with_ticker(
-                            tools::call(&call, &params),
-                            &call.phase,
-                            t,
-                            every,
-                            &out,
-                        )
-                        .await
+                        progress::with_ticker(work, &call.phase, t, every, &out).await
                     }
-                    None => tools::call(&call, &params).await,
+                    None => work.await,
                 }
             };
             let ended = session.calls.clone();
@@ -496,6 +564,9 @@ impl McpSession {
                     Message::Line(protocol::error_line(Some(&id), code, &msg))
                 }
             };
+            if let Some(t) = ticket.as_mut() {
+                session.hold_answer(t, message.cost());
+            }
             (message, ticket)
         }
     }
