@@ -16,7 +16,7 @@ use crate::policy::identity::JobPolicy;
 use crate::policy::redact::Redactor;
 use crate::protocol::line::LineSplitter;
 use crate::server::outbox::{self, Outgoing};
-use crate::server::session::Session;
+use crate::server::session::McpSession;
 use crate::tools::App;
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -122,7 +122,7 @@ pub fn dispatch(data: &[u8]) {
     let max_line = app.config.max_line_bytes;
     runtime().block_on(async move {
         let shutdown = CancellationToken::new();
-        let session = Session::new(app, &shutdown, "fuzz");
+        let session = McpSession::new(app, &shutdown, "fuzz");
         let (out, mut inbox) = outbox::new(outbox::BUDGET);
         let reader = tokio::spawn(async move {
             let mut written = Vec::new();

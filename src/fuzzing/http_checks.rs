@@ -4,7 +4,7 @@
 
 use super::Input;
 use crate::config::Config;
-use crate::server::transport::http::{Settings as HttpSettings, guard};
+use crate::server::transport::http::{HttpSettings, guard};
 
 /// `http_checks`: `Host`, `Origin` and `Authorization` values against the
 /// guard, on a loopback or a wildcard bind, with or without a token and an

@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::tools::App;
-use session::Session;
+use session::McpSession;
 use transport::http;
 use transport::stdio::{self, Input, Stdio};
 
@@ -56,7 +56,7 @@ pub struct Listeners {
     /// Serve MCP on stdio.
     pub stdio: bool,
     /// The Streamable HTTP listener.
-    pub http: Option<http::Settings>,
+    pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
 }
@@ -64,7 +64,7 @@ pub struct Listeners {
 impl Listeners {
     /// Validates the listener settings of `config`.
     pub fn from_config(config: &Config) -> Result<Listeners, String> {
-        let http = http::Settings::from_config(config)?;
+        let http = http::HttpSettings::from_config(config)?;
         let metrics = config
             .metrics_listen
             .as_deref()
@@ -130,7 +130,7 @@ pub async fn run(
     } else {
         None
     };
-    let session = Session::new(Arc::clone(&app), &shutdown, "stdio");
+    let session = McpSession::new(Arc::clone(&app), &shutdown, "stdio");
     let stdio_out = stdio.as_ref().map(|io| io.outbox.clone());
     let stdio_broken = stdio.as_ref().map(|io| io.broken.clone());
 

@@ -43,7 +43,7 @@ pub enum Message {
 
 impl Message {
     /// What it costs the budget: its length, or the result's size hint.
-    fn cost(&self) -> usize {
+    pub fn cost(&self) -> usize {
         match self {
             Message::Line(line) | Message::Notification(line) => line.len(),
             Message::Response { result, .. } => result.size_hint(),

@@ -6,7 +6,7 @@
 //! so a job started here can be waited for from any other session.
 //!
 //! A transport gives the session one framed message at a time
-//! ([`Session::on_line`]) together with the [`Outbox`] where that message's
+//! ([`McpSession::on_line`]) together with the [`Outbox`] where that message's
 //! response and notifications go; that pair is the whole transport
 //! interface. Nothing below this module knows which transport called.
 //!
@@ -27,20 +27,22 @@
 //! flight answers `-32800` (each call's token is a child of the session's,
 //! itself a child of the server's); a call that is not blocked then
 //! completes normally, or is answered anyway after a short backstop.
-//! [`Session::settle`] waits for the calls to finish.
+//! [`McpSession::settle`] waits for the calls to finish.
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::outbox::{Message, Outbox};
+use super::outbox::{self, Message, Outbox};
 use super::progress;
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
@@ -52,8 +54,8 @@ use crate::tools::{self, App, Call, CallError, ProgressText};
 /// finishes first).
 const ANSWER_BACKSTOP: Duration = Duration::from_millis(500);
 
-/// One session.
-pub struct Session {
+/// One MCP session (not an HTTP session, which carries one, nor a shell session).
+pub struct McpSession {
     app: Arc<App>,
     revision: OnceLock<Revision>,
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
@@ -63,21 +65,67 @@ pub struct Session {
     /// The server's shutdown token.
     shutdown: CancellationToken,
     tasks: TaskTracker,
-    /// Admission of calls that may start a job (see [`JOB_CALLS`]).
-    job_calls: Arc<Semaphore>,
+    /// Bytes of answers its job-starting calls may hold (see
+    /// [`ANSWER_BUDGET`]).
+    answers: Arc<Semaphore>,
+    /// Held by the job-starting call whose turn it is to start (see
+    /// [`FirstStep`]).
+    starting: Arc<tokio::sync::Mutex<()>>,
     /// The transport's name, for metrics only (`stdio`, `http`).
     transport: &'static str,
 }
 
-/// How many calls that may start a job (`execute`) one session runs at
-/// once; later ones wait their turn before they start anything. Together
-/// with the outbox's byte budget this bounds what a client that stops
-/// reading can make the server hold.
-pub const JOB_CALLS: usize = 32;
+/// Bytes of answers that one session's calls that may start a job
+/// (`execute`) hold before their answers are queued in the outbox (whose
+/// own budget takes over then). Such a call is admitted only while this
+/// budget has [`ANSWER_FLOOR`] free, which it reserves; once its answer is
+/// made it holds the answer's real size instead (taking only what is free:
+/// an answer never waits for this budget, so none can deadlock another).
+/// And the session's job-starting calls start one after another
+/// ([`FirstStep`]), each after the outbox has room again, so each admission
+/// sees the answers made until then.
+///
+/// So a client that stops reading makes the server hold the outbox, about
+/// this budget of answers, and the answers of the calls admitted before
+/// those were made: at most `ANSWER_BUDGET / ANSWER_FLOOR` = 200 of them,
+/// each a job bounded as every job is (`MCP_EXEC_MAX_RUNNING`/`MAX_QUEUED`,
+/// `max_output_bytes`). A client that reads gets a burst of up to 200
+/// parallel blocking calls run in parallel. Why 200, not more: the server
+/// cannot tell a burst of `sleep`s from a burst of big printers before
+/// their jobs end, so that many answers may all be big at once (500 calls
+/// of 200 kB each, unread, peak at 53 MiB here, 57 MiB as PID 1; the test
+/// bound is 64 MiB). A fixed cap of 32 calls ran a burst of 200
+/// `sleep 0.5` in seven rounds.
+pub const ANSWER_BUDGET: usize = outbox::BUDGET;
 
-/// A call's response line, with its admission ticket: the ticket is
-/// dropped only once the line is queued, so a client that does not read
-/// cannot have more than [`JOB_CALLS`] job-starting answers pending.
+/// What a job-starting call is assumed to hold until its answer is made
+/// (about 41 KiB: 200 calls in flight at once before any answer).
+pub const ANSWER_FLOOR: usize = ANSWER_BUDGET / 200;
+
+/// A job-starting call's work, its first step taken while it holds its
+/// session's turn to start. A tool starts its job in its first step (the
+/// job service's submit is synchronous), so a session starts its jobs one
+/// after another, as a shell does, and the next admission sees the answers
+/// made meanwhile.
+struct FirstStep<F> {
+    call: F,
+    turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl<F: Future + Unpin> Future for FirstStep<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let step = Pin::new(&mut this.call).poll(cx);
+        this.turn = None;
+        step
+    }
+}
+
+/// A call's response line, with its admission ticket (the answer bytes it
+/// holds): the ticket is dropped only once the line is queued, so the
+/// answers of a client that does not read stay within [`ANSWER_BUDGET`].
 type Answer = (Message, Option<OwnedSemaphorePermit>);
 
 /// A response: ready now, or produced by a call's task.
@@ -86,22 +134,84 @@ enum Reply {
     Later(JoinHandle<Answer>),
 }
 
-impl Session {
+/// One framed message, parsed once: a transport may ask it what it needs
+/// to know before it picks the session (HTTP: whether it opens one, whether
+/// its answer comes with progress), then hands it to
+/// [`McpSession::on_inbound`], which does not parse it again.
+pub struct Inbound(Parsed);
+
+enum Parsed {
+    /// A line past `MCP_EXEC_MAX_LINE_BYTES`, of this many bytes.
+    TooLong(u64),
+    /// Not JSON.
+    Malformed(serde_json::Error),
+    /// A JSON value: a message, a batch, or something invalid.
+    Json(Value),
+}
+
+impl Inbound {
+    /// Parses one framed line.
+    pub fn parse(line: Line) -> Inbound {
+        match line {
+            Line::Complete(bytes) => Inbound::from_slice(&bytes),
+            Line::TooLong { bytes } => Inbound(Parsed::TooLong(bytes)),
+        }
+    }
+
+    /// Parses one message's bytes (an HTTP body).
+    pub fn from_slice(bytes: &[u8]) -> Inbound {
+        Inbound(match serde_json::from_slice(bytes) {
+            Ok(v) => Parsed::Json(v),
+            Err(e) => Parsed::Malformed(e),
+        })
+    }
+
+    /// The message as a single object with an `id` (a request, or a
+    /// malformed one that is answered); `None` for a batch, a notification
+    /// or what did not parse.
+    fn request(&self) -> Option<&serde_json::Map<String, Value>> {
+        match &self.0 {
+            Parsed::Json(Value::Object(m)) if m.contains_key("id") => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Whether it is an `initialize` request: one that opens a session.
+    pub fn opens_session(&self) -> bool {
+        self.request()
+            .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"))
+    }
+
+    /// Whether it is a request that asked for progress (a non-null
+    /// `params._meta.progressToken`): its answer may come after
+    /// notifications.
+    pub fn wants_progress(&self) -> bool {
+        self.request().is_some_and(|m| {
+            m.get("params")
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("progressToken"))
+                .is_some_and(|t| !t.is_null())
+        })
+    }
+}
+
+impl McpSession {
     /// A new session of `app`, ended at the latest by `shutdown`;
     /// `transport` names the transport in metrics, and nowhere else.
     pub fn new(
         app: Arc<App>,
         shutdown: &CancellationToken,
         transport: &'static str,
-    ) -> Arc<Session> {
-        Arc::new(Session {
+    ) -> Arc<McpSession> {
+        Arc::new(McpSession {
             app,
             revision: OnceLock::new(),
             in_flight: Mutex::default(),
             calls: shutdown.child_token(),
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
-            job_calls: Arc::new(Semaphore::new(JOB_CALLS)),
+            answers: Arc::new(Semaphore::new(ANSWER_BUDGET)),
+            starting: Arc::default(),
             transport,
         })
     }
@@ -138,9 +248,16 @@ impl Session {
     /// Handles one framed message; its response (if any) and notifications
     /// go to `out`.
     pub async fn on_line(self: &Arc<Self>, line: Line, out: &Outbox) {
-        let bytes = match line {
-            Line::Complete(b) => b,
-            Line::TooLong { bytes } => {
+        self.on_inbound(Inbound::parse(line), out).await;
+    }
+
+    /// Handles one message already parsed (a transport that had to ask it
+    /// something first, see [`Inbound`]); its response (if any) and
+    /// notifications go to `out`.
+    pub async fn on_inbound(self: &Arc<Self>, message: Inbound, out: &Outbox) {
+        let value = match message.0 {
+            Parsed::Json(v) => v,
+            Parsed::TooLong(bytes) => {
                 let msg = format!(
                     "parse error: line of {bytes} bytes exceeds MCP_EXEC_MAX_LINE_BYTES ({})",
                     self.app.config.max_line_bytes
@@ -149,17 +266,13 @@ impl Session {
                     .await;
                 return;
             }
-        };
-        let value: Value = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(e) => {
+            Parsed::Malformed(e) => {
                 let msg = format!("parse error: {e}");
                 out.send(protocol::error_line(None, ErrorCode::PARSE_ERROR, &msg))
                     .await;
                 return;
             }
         };
-        drop(bytes);
         if let Value::Array(items) = value {
             self.on_batch(items, out).await;
             return;
@@ -216,7 +329,7 @@ impl Session {
         });
     }
 
-    /// A batch member: like [`Session::on_message`], but a call's response
+    /// A batch member: like [`McpSession::on_message`], but a call's response
     /// is collected instead of sent.
     fn on_batch_member(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
         match msg {
@@ -321,6 +434,21 @@ impl Session {
         Reply::Now(line)
     }
 
+    /// Resizes a job-starting call's ticket to its answer's `cost`: gives
+    /// back what the answer does not need, takes what it needs more as far
+    /// as the budget has it free (never waiting).
+    fn hold_answer(&self, ticket: &mut OwnedSemaphorePermit, cost: usize) {
+        let held = ticket.num_permits();
+        if cost < held {
+            drop(ticket.split(held - cost));
+            return;
+        }
+        let more = (cost - held).min(self.answers.available_permits());
+        if let Ok(more) = Arc::clone(&self.answers).try_acquire_many_owned(more as u32) {
+            ticket.merge(more);
+        }
+    }
+
     /// Registers the call as in flight (before its task exists, so a cancel
     /// that follows it on the wire finds it) and returns the future that
     /// runs it and yields its response line. Progress notifications go to
@@ -352,38 +480,42 @@ impl Session {
                 progress: ProgressText::default(),
                 revision: session.revision(),
             };
-            // A call starts its work only while its outbox has room, and at
-            // most JOB_CALLS calls that may start a job run (or wait to send
-            // their answer) at once: so the jobs and answers that a client
-            // that does not read makes the server hold are bounded, as well
-            // as its queued messages.
+            // A call starts its work only while its outbox has room, and a
+            // call that may start a job only while the session's answers
+            // leave room for one more (ANSWER_BUDGET): so the jobs and
+            // answers that a client that does not read makes the server
+            // hold are bounded, as well as its queued messages.
             let admitted = async {
                 out.room().await;
-                if tools::starts_jobs(&params) {
-                    Arc::clone(&session.job_calls).acquire_owned().await.ok()
-                } else {
-                    None
+                if !tools::starts_jobs(&params) {
+                    return (None, None);
                 }
+                let turn = Arc::clone(&session.starting).lock_owned().await;
+                // Again in its turn: the calls before it may have filled it.
+                out.room().await;
+                let ticket = Arc::clone(&session.answers)
+                    .acquire_many_owned(ANSWER_FLOOR as u32)
+                    .await
+                    .ok();
+                (ticket, Some(turn))
             };
             let mut ticket = None;
             let run = async {
-                ticket = tokio::select! {
+                let turn;
+                (ticket, turn) = tokio::select! {
                     t = admitted => t,
                     () = call.cancel.cancelled() => return Err(CallError::Cancelled),
+                };
+                let work = FirstStep {
+                    call: Box::pin(tools::dispatch(&call, &params)),
+                    turn,
                 };
                 match token {
                     Some(t) => {
                         let every = call.app.config.progress_interval;
-                        progress::with_ticker(
-                            tools::dispatch(&call, &params),
-                            &call.progress,
-                            t,
-                            every,
-                            &out,
-                        )
-                        .await
+                        progress::with_ticker(work, &call.progress, t, every, &out).await
                     }
-                    None => tools::dispatch(&call, &params).await,
+                    None => work.await,
                 }
             };
             let ended = session.calls.clone();
@@ -432,7 +564,46 @@ impl Session {
                     Message::Line(protocol::error_line(Some(&id), code, &msg))
                 }
             };
+            if let Some(t) = ticket.as_mut() {
+                session.hold_answer(t, message.cost());
+            }
             (message, ticket)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inbound(text: &str) -> Inbound {
+        Inbound::from_slice(text.as_bytes())
+    }
+
+    #[test]
+    fn only_an_initialize_request_with_an_id_opens_a_session() {
+        assert!(inbound(r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#).opens_session());
+        assert!(!inbound(r#"{"jsonrpc":"2.0","method":"initialize"}"#).opens_session());
+        assert!(!inbound(r#"[{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#).opens_session());
+        assert!(!inbound(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).opens_session());
+        assert!(!inbound("{not json").opens_session());
+        assert!(!Inbound::parse(Line::TooLong { bytes: 9 }).opens_session());
+    }
+
+    #[test]
+    fn a_request_wants_progress_only_with_a_non_null_progress_token() {
+        let with = |meta: &str| {
+            inbound(&format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"_meta":{meta}}}}}"#
+            ))
+            .wants_progress()
+        };
+        assert!(with(r#"{"progressToken":"p"}"#));
+        assert!(with(r#"{"progressToken":0}"#));
+        assert!(!with(r#"{"progressToken":null}"#));
+        assert!(!with("{}"));
+        let notification =
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"progressToken":"p"}}}"#;
+        assert!(!inbound(notification).wants_progress());
     }
 }

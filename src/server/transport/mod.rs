@@ -1,7 +1,7 @@
 //! Transports: how messages reach a session and leave it.
 //!
 //! A transport frames bytes into messages, hands each to a
-//! [`Session`](super::session::Session) with the [`Outbox`](super::outbox::Outbox)
+//! [`McpSession`](super::session::McpSession) with the [`Outbox`](super::outbox::Outbox)
 //! its answers go to, and writes what that outbox yields. It knows nothing
 //! of methods, tools or jobs.
 //!

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::body::{Frame, SizeHint};
 use tokio::sync::mpsc;
 
-use super::Active;
+use super::state::Active;
 
 /// A response body.
 pub struct Body {

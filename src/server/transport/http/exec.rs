@@ -42,7 +42,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::body::Body;
-use super::{Reply, State, read_body, status};
+use super::read::read_body;
+use super::reply::{HttpReply as Reply, status};
+use super::state::HttpState as State;
 use crate::capture::{Redact, StreamSpec};
 use crate::jobs::result::{JobResult, View};
 use crate::jobs::{Claim, JobId, Pending, StdinSlot, Submitted};

@@ -38,7 +38,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::body::Body;
-use super::{Reply, State, status};
+use super::reply::{self, HttpReply, status};
+use super::state::HttpState;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, Kind, path, read, tree};
@@ -87,26 +88,20 @@ impl<'a> Query<'a> {
     }
 }
 
-fn json_reply(code: StatusCode, value: &impl Serialize) -> Reply {
+fn json_reply(code: StatusCode, value: &impl Serialize) -> HttpReply {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
-    let mut r = Response::new(Body::full(body));
-    *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    reply::json(code, body)
 }
 
-fn error(e: &FileError) -> Reply {
+fn error(e: &FileError) -> HttpReply {
     status(
         StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &e.message,
     )
 }
 
-fn invalid(message: impl std::fmt::Display) -> Reply {
+fn invalid(message: impl std::fmt::Display) -> HttpReply {
     status(StatusCode::BAD_REQUEST, &message.to_string())
 }
 
@@ -120,7 +115,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Routes a `/files…` request.
-pub(super) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
     let raw = req.uri().path().strip_prefix("/files").unwrap_or("");
     let target = match path::from_url_path(raw) {
         Ok(p) => p,
@@ -196,10 +191,8 @@ pub(super) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Reply 
     }
 }
 
-fn no_content() -> Reply {
-    let mut r = Response::new(Body::empty());
-    *r.status_mut() = StatusCode::NO_CONTENT;
-    r
+fn no_content() -> HttpReply {
+    reply::empty(StatusCode::NO_CONTENT)
 }
 
 /// What the socket side hands the writing task.
@@ -214,7 +207,7 @@ async fn put(
     req: Request<Incoming>,
     target: PathBuf,
     query: &Query<'_>,
-) -> Reply {
+) -> HttpReply {
     let expected = match req.headers().get("x-content-sha256") {
         None => None,
         Some(v) => match v.to_str().ok().and_then(files::parse_sha256) {
@@ -353,7 +346,7 @@ async fn get(
     query: &Query<'_>,
     range: Option<String>,
     head: bool,
-) -> Reply {
+) -> HttpReply {
     let limit = match query.get("limit") {
         None => tree::DEFAULT_LIMIT,
         Some(l) => match l.parse::<usize>() {
@@ -426,7 +419,7 @@ pub fn parse_range(header: Option<&str>, size: u64) -> Result<Option<RangeInclus
     Ok(Some(range))
 }
 
-fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool) -> Reply {
+fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool) -> HttpReply {
     let size = opened.size;
     let (code, start, len) = match parse_range(range, size) {
         Ok(None) => (StatusCode::OK, 0, size),

@@ -5,7 +5,7 @@
 use hyper::HeaderMap;
 use hyper::header;
 
-use super::settings::{Origins, Settings};
+use super::settings::{HttpSettings, Origins};
 
 /// The host names a loopback listener answers to.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -40,7 +40,7 @@ pub fn is_loopback_authority(authority: &str) -> bool {
 
 /// On a loopback bind, `Host` must name loopback: a page on another site
 /// that rebinds its name to 127.0.0.1 sends its own name.
-pub fn host(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+pub fn host(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
     if !settings.addr.ip().is_loopback() {
         return Ok(());
     }
@@ -51,7 +51,7 @@ pub fn host(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str
 }
 
 /// A request with an `Origin` must come from an allowed one.
-pub fn origin(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+pub fn origin(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
@@ -86,14 +86,14 @@ impl Origins {
 }
 
 /// Whether the request carries the token (always, when none is set).
-pub fn authorized(settings: &Settings, headers: &HeaderMap) -> bool {
+pub fn authorized(settings: &HttpSettings, headers: &HeaderMap) -> bool {
     authorization(settings, headers).is_ok()
 }
 
 /// [`authorized`], with the `401` text when not: a missing header, one that
 /// is not `Bearer <token>`, and a wrong token are told apart (the token
 /// itself is never echoed).
-pub fn authorization(settings: &Settings, headers: &HeaderMap) -> Result<(), &'static str> {
+pub fn authorization(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
     let Some(token) = &settings.token else {
         return Ok(());
     };
@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_missing_a_malformed_and_a_wrong_token_get_three_different_texts() {
-        let settings = Settings {
+        let settings = HttpSettings {
             addr: "127.0.0.1:0".parse().unwrap(),
             token: Some(b"secret".to_vec()),
             origins: Origins::Default,

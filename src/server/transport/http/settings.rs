@@ -16,7 +16,7 @@ pub enum Origins {
 }
 
 /// The main listener's settings.
-pub struct Settings {
+pub struct HttpSettings {
     /// Where it listens.
     pub addr: SocketAddr,
     /// The bearer token, when one is set.
@@ -29,9 +29,9 @@ pub struct Settings {
     pub max_connections: usize,
 }
 
-impl std::fmt::Debug for Settings {
+impl std::fmt::Debug for HttpSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Settings")
+        f.debug_struct("HttpSettings")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("origins", &self.origins)
@@ -49,9 +49,9 @@ pub fn listen_address(name: &str, raw: &str) -> Result<SocketAddr, String> {
     })
 }
 
-impl Settings {
+impl HttpSettings {
     /// The settings, or `None` when HTTP is off.
-    pub fn from_config(c: &Config) -> Result<Option<Settings>, String> {
+    pub fn from_config(c: &Config) -> Result<Option<HttpSettings>, String> {
         let Some(raw) = &c.http else {
             return Ok(None);
         };
@@ -107,7 +107,7 @@ impl Settings {
                 }
             },
         };
-        Ok(Some(Settings {
+        Ok(Some(HttpSettings {
             addr,
             token,
             origins,
@@ -167,28 +167,28 @@ mod tests {
 
     #[test]
     fn a_non_loopback_bind_needs_a_token_or_insecure() {
-        let err = Settings::from_config(&config("0.0.0.0:8080")).unwrap_err();
+        let err = HttpSettings::from_config(&config("0.0.0.0:8080")).unwrap_err();
         assert!(err.contains("without a token"), "{err}");
         let mut c = config("0.0.0.0:8080");
         c.http_insecure = true;
-        assert!(Settings::from_config(&c).is_ok());
+        assert!(HttpSettings::from_config(&c).is_ok());
         c.http_insecure = false;
         c.http_token = Some(crate::config::Secret("t".into()));
-        assert!(Settings::from_config(&c).is_ok());
-        assert!(Settings::from_config(&config("127.0.0.1:0")).is_ok());
+        assert!(HttpSettings::from_config(&c).is_ok());
+        assert!(HttpSettings::from_config(&config("127.0.0.1:0")).is_ok());
     }
 
     #[test]
     fn bad_addresses_files_and_origins_name_their_setting() {
-        let e = Settings::from_config(&config("localhost")).unwrap_err();
+        let e = HttpSettings::from_config(&config("localhost")).unwrap_err();
         assert!(e.contains("MCP_EXEC_HTTP"), "{e}");
         let mut c = config("127.0.0.1:0");
         c.http_token_file = Some("/nonexistent/token".into());
-        let e = Settings::from_config(&c).unwrap_err();
+        let e = HttpSettings::from_config(&c).unwrap_err();
         assert!(e.contains("MCP_EXEC_HTTP_TOKEN_FILE"), "{e}");
         let mut c = config("127.0.0.1:0");
         c.http_allowed_origins = Some("localhost:3000".into());
-        let e = Settings::from_config(&c).unwrap_err();
+        let e = HttpSettings::from_config(&c).unwrap_err();
         assert!(e.contains("MCP_EXEC_HTTP_ALLOWED_ORIGINS"), "{e}");
     }
 
@@ -199,7 +199,7 @@ mod tests {
         for token in ["p\u{e4}ss", "tab\there", "nul\0"] {
             let mut c = config("127.0.0.1:0");
             c.http_token = Some(crate::config::Secret(token.into()));
-            let e = Settings::from_config(&c).unwrap_err();
+            let e = HttpSettings::from_config(&c).unwrap_err();
             assert!(
                 e.contains("MCP_EXEC_HTTP_TOKEN") && !e.contains(token),
                 "{e}"
@@ -207,7 +207,7 @@ mod tests {
         }
         let mut c = config("127.0.0.1:0");
         c.http_token = Some(crate::config::Secret("s3cr3t-Token_+/=".into()));
-        assert!(Settings::from_config(&c).is_ok());
+        assert!(HttpSettings::from_config(&c).is_ok());
     }
 
     #[test]
@@ -217,11 +217,11 @@ mod tests {
         for raw in ["https://bücher.example", "http://a\u{7f}b"] {
             let mut c = config("127.0.0.1:0");
             c.http_allowed_origins = Some(raw.into());
-            let e = Settings::from_config(&c).unwrap_err();
+            let e = HttpSettings::from_config(&c).unwrap_err();
             assert!(e.contains("MCP_EXEC_HTTP_ALLOWED_ORIGINS"), "{e}");
         }
         let mut c = config("127.0.0.1:0");
         c.http_allowed_origins = Some("https://xn--bcher-kva.example".into());
-        assert!(Settings::from_config(&c).is_ok());
+        assert!(HttpSettings::from_config(&c).is_ok());
     }
 }

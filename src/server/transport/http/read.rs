@@ -1,0 +1,66 @@
+//! Reading a request body, bounded in size (`MCP_EXEC_MAX_LINE_BYTES`) and
+//! in time ([`BODY_READ_TIMEOUT`]); a body past either bound is a refusal,
+//! and the rest of it is never read.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header;
+use hyper::{Request, StatusCode};
+
+use super::reply::{HttpReply, closing, status};
+use super::state::HttpState;
+
+/// A `/mcp` or `/exec` body must arrive within this after its head, or the
+/// request gets `408` and the connection closes: hyper's header timeout
+/// does not cover bodies, and a client that sent a head and then trickled
+/// (or withheld) its body held its connection for good, so enough of them
+/// locked every client out. Generous next to the header timeout: a body
+/// may be as large as `MCP_EXEC_MAX_LINE_BYTES`.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads a `/mcp` or `/exec` body of at most `MCP_EXEC_MAX_LINE_BYTES`;
+/// `Err` is the reply (`413` past the bound, without reading the rest).
+pub(super) async fn read_body(
+    state: &HttpState,
+    req: Request<Incoming>,
+) -> Result<(hyper::http::request::Parts, Bytes), HttpReply> {
+    let max = state.app.config.max_line_bytes;
+    let too_big = || {
+        closing(status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body exceeds MCP_EXEC_MAX_LINE_BYTES ({max})"),
+        ))
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_big());
+    }
+    let (parts, incoming) = req.into_parts();
+    let collect = tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(incoming, max).collect());
+    let Ok(collected) = collect.await else {
+        return Err(closing(status(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )));
+    };
+    let bytes = match collected {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_big()),
+        Err(e) => {
+            return Err(status(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {e}"),
+            ));
+        }
+    };
+    Ok((parts, bytes))
+}

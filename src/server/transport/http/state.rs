@@ -1,0 +1,160 @@
+//! What every request handler shares: the app, the listener settings, the
+//! table of HTTP sessions and the count of requests in flight.
+//!
+//! An HTTP session ([`HttpSession`], named by `Mcp-Session-Id`) carries one
+//! [`McpSession`] and the bookkeeping of its use: it is never expired while
+//! a request of it is in flight ([`Busy`]). A request counts as in flight
+//! ([`Active`]) until hyper has dropped its response body, so shutdown can
+//! wait for every response to be written.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::HttpSettings;
+use crate::server::session::McpSession;
+use crate::tools::App;
+
+/// One HTTP session (`Mcp-Session-Id`): the MCP session it carries and its use.
+pub(super) struct HttpSession {
+    pub(super) session: Arc<McpSession>,
+    /// Requests of this session in flight (not expired while any is).
+    busy: AtomicUsize,
+    last_used: Mutex<Instant>,
+}
+
+impl HttpSession {
+    /// A new HTTP session carrying `session`, used now.
+    pub(super) fn new(session: Arc<McpSession>) -> Arc<HttpSession> {
+        Arc::new(HttpSession {
+            session,
+            busy: AtomicUsize::new(0),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+}
+
+/// What every request handler shares.
+pub(super) struct HttpState {
+    pub(super) app: Arc<App>,
+    /// The main listener's settings; `None` when only metrics listen.
+    pub(super) settings: Option<HttpSettings>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    pub(super) started: Instant,
+    /// Requests in flight, whose responses are not fully handed to hyper.
+    pub(super) active: watch::Sender<usize>,
+}
+
+impl HttpState {
+    /// The state of listeners serving `app` until `shutdown`.
+    pub(super) fn new(
+        app: Arc<App>,
+        settings: Option<HttpSettings>,
+        shutdown: &CancellationToken,
+    ) -> Arc<HttpState> {
+        Arc::new(HttpState {
+            app,
+            settings,
+            shutdown: shutdown.clone(),
+            sessions: Mutex::default(),
+            started: Instant::now(),
+            active: watch::Sender::new(0),
+        })
+    }
+
+    /// The session a request names: `Err` is the reply (`400` missing,
+    /// `404` unknown or ended).
+    pub(super) fn session_of(
+        &self,
+        headers: &hyper::HeaderMap,
+    ) -> Result<Arc<HttpSession>, (StatusCode, &'static str)> {
+        let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                "Mcp-Session-Id is required after initialize",
+            ));
+        };
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or((StatusCode::NOT_FOUND, "unknown or ended session"))
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Ends sessions idle for `idle` with no request in flight.
+pub(super) async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        lock(&state.sessions).retain(|id, e| {
+            let keep = e.busy.load(Ordering::Acquire) > 0 || lock(&e.last_used).elapsed() < idle;
+            if !keep {
+                tracing::info!(session = %id, "HTTP session expired");
+            }
+            keep
+        });
+    }
+}
+
+/// Counts a request as in flight until dropped (it travels in the body).
+pub struct Active(Arc<HttpState>);
+
+impl Active {
+    pub(super) fn new(state: &Arc<HttpState>) -> Active {
+        state.active.send_modify(|n| *n += 1);
+        Active(Arc::clone(state))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Marks a session used until dropped.
+pub(super) struct Busy(Arc<HttpSession>);
+
+impl Busy {
+    pub(super) fn new(entry: &Arc<HttpSession>) -> Busy {
+        entry.busy.fetch_add(1, Ordering::AcqRel);
+        *lock(&entry.last_used) = Instant::now();
+        Busy(Arc::clone(entry))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *lock(&self.0.last_used) = Instant::now();
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// 128 random bits from the kernel, as 32 hex digits; `None` if the kernel
+/// has none to give (then there must be no session).
+pub(super) fn new_session_id() -> Option<String> {
+    let mut raw = [0u8; 16];
+    let mut filled = 0;
+    while filled < raw.len() {
+        match rustix::rand::getrandom(&mut raw[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "getrandom failed");
+                return None;
+            }
+        }
+    }
+    Some(raw.iter().map(|b| format!("{b:02x}")).collect())
+}
