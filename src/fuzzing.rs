@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{self, StreamSpec, Window};
 use crate::config::Config;
-use crate::jobs::{Jobs, Settings};
+use crate::jobs::{Jobs, JobsSettings};
 use crate::policy::cwd::CwdPolicy;
 use crate::policy::identity::JobPolicy;
 use crate::policy::redact::{MARKER, Redactor};
@@ -785,7 +785,7 @@ fn app(flags: u8) -> Arc<App> {
         max_output_bytes_limit: 1024,
         ..Config::default()
     };
-    let settings = Settings {
+    let settings = JobsSettings {
         grace: Duration::ZERO,
         max_running: 2,
         max_queued: 2,

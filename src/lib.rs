@@ -195,7 +195,7 @@ fn run(
             pid1,
             "mcp-exec started"
         );
-        let settings = jobs::Settings {
+        let settings = jobs::JobsSettings {
             grace: config.shutdown_grace,
             max_running: config.max_running,
             max_queued: config.max_queued,

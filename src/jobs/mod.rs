@@ -45,7 +45,7 @@ const KILL_WAIT: Duration = Duration::from_secs(1);
 
 /// The settings the job service runs with.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct JobsSettings {
     /// Seconds between TERM and KILL when a job is torn down or times out.
     pub grace: Duration,
     /// Jobs running at once.
@@ -139,7 +139,7 @@ pub enum Awaited {
 
 impl Jobs {
     /// A service over `init`.
-    pub fn new(init: Init, settings: &Settings) -> Jobs {
+    pub fn new(init: Init, settings: &JobsSettings) -> Jobs {
         let oom = oom::OomCounter::locate();
         match &oom {
             Some(c) => tracing::debug!(counter = %c.path().display(), "reading OOM kills"),
@@ -155,7 +155,7 @@ impl Jobs {
     /// breaker is open for good) and ends in the table as a start error, so
     /// every tool can be called on it in process without a process being
     /// spawned or signalled (the fuzz facade, `crate::fuzzing`).
-    pub fn refusing(settings: &Settings) -> Jobs {
+    pub fn refusing(settings: &JobsSettings) -> Jobs {
         let breaker = breaker::Breaker::refusing("this server starts no processes (fuzzing)");
         Jobs::assemble(Init::inert(), breaker, None, settings)
     }
@@ -164,7 +164,7 @@ impl Jobs {
         init: Init,
         breaker: breaker::Breaker,
         oom: Option<oom::OomCounter>,
-        settings: &Settings,
+        settings: &JobsSettings,
     ) -> Jobs {
         Jobs {
             shared: Arc::new(Shared {
