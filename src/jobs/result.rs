@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 
-use super::state::{Cause, JobId, JobState, Phase};
+use super::state::{Cause, JobId, JobState, JobPhase};
 use super::table::{Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec};
 use crate::protocol::version::Revision;
@@ -73,14 +73,14 @@ impl Status {
     /// The status of job `id` in `phase`, as a session of `revision` sees it.
     pub fn new(
         id: JobId,
-        phase: &Phase,
+        phase: &JobPhase,
         cause: Option<Cause>,
         label: Option<&str>,
         revision: Revision,
     ) -> Status {
         let part_two = revision.has_part_two();
         let state = match phase {
-            Phase::Queued if !part_two => "running",
+            JobPhase::Queued if !part_two => "running",
             // A deadline ends a job as an error even if it exited 0 after
             // TERM (SPEC §12.1); other causes never change the state.
             p if p.is_terminal() && cause.is_some_and(Cause::is_deadline) => "error",
@@ -89,7 +89,7 @@ impl Status {
         let mut s = Status {
             job_id: id,
             state,
-            queued_for: (part_two && *phase == Phase::Queued).then_some(QUEUED_FOR[0]),
+            queued_for: (part_two && *phase == JobPhase::Queued).then_some(QUEUED_FOR[0]),
             label: label.filter(|_| part_two).map(str::to_owned),
             exit_code: None,
             signal: None,
@@ -97,18 +97,18 @@ impl Status {
             start_error: None,
         };
         match phase {
-            Phase::Queued | Phase::Running => {}
-            Phase::Exited(code) => s.exit_code = Some(*code),
-            Phase::Signaled(signal) => {
+            JobPhase::Queued | JobPhase::Running => {}
+            JobPhase::Exited(code) => s.exit_code = Some(*code),
+            JobPhase::Signaled(signal) => {
                 s.exit_code = Some(-1);
                 s.signal = Some(signal.description());
                 s.signal_number = Some(signal.as_raw());
             }
-            Phase::NotStarted(error) => {
+            JobPhase::NotStarted(error) => {
                 s.exit_code = Some(-1);
                 s.start_error = Some(error.clone());
             }
-            Phase::Lost => s.exit_code = Some(-1),
+            JobPhase::Lost => s.exit_code = Some(-1),
         }
         s
     }
@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn only_a_deadline_turns_an_exit_0_into_an_error() {
         let rev = Revision::negotiate(Some(LATEST));
-        let state = |cause| Status::new(JobId(1), &Phase::Exited(0), cause, None, rev).state;
+        let state = |cause| Status::new(JobId(1), &JobPhase::Exited(0), cause, None, rev).state;
         assert_eq!(state(None), "success");
         assert_eq!(state(Some(Cause::Shutdown)), "success");
         assert_eq!(state(Some(Cause::Killed)), "success");

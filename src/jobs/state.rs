@@ -124,7 +124,7 @@ pub enum JobState {
 /// What a job's state looks like from outside: a copy without the pending
 /// start, for rendering after the table lock is gone.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub enum JobPhase {
     /// Waiting for capacity.
     Queued,
     /// Running.
@@ -141,16 +141,16 @@ pub enum Phase {
 
 impl JobState {
     /// The outside view.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> JobPhase {
         match self {
-            JobState::Queued(_) => Phase::Queued,
+            JobState::Queued(_) => JobPhase::Queued,
             JobState::Started { outcome, .. } => match *outcome {
-                Outcome::Running => Phase::Running,
-                Outcome::Exited(code) => Phase::Exited(code),
-                Outcome::Signaled(signal) => Phase::Signaled(signal),
-                Outcome::Lost => Phase::Lost,
+                Outcome::Running => JobPhase::Running,
+                Outcome::Exited(code) => JobPhase::Exited(code),
+                Outcome::Signaled(signal) => JobPhase::Signaled(signal),
+                Outcome::Lost => JobPhase::Lost,
             },
-            JobState::NotStarted { error } => Phase::NotStarted(error.clone()),
+            JobState::NotStarted { error } => JobPhase::NotStarted(error.clone()),
         }
     }
 
@@ -173,26 +173,26 @@ impl JobState {
     }
 }
 
-impl Phase {
+impl JobPhase {
     /// Whether the job is over.
     pub fn is_terminal(&self) -> bool {
-        !matches!(self, Phase::Queued | Phase::Running)
+        !matches!(self, JobPhase::Queued | JobPhase::Running)
     }
 
     /// The wire name: `queued`, `running`, `success` or `error`.
     /// (2024-11-05 sessions show `queued` as `running`: see the renderer.)
     pub fn name(&self) -> &'static str {
         match self {
-            Phase::Queued => "queued",
-            Phase::Running => "running",
-            Phase::Exited(0) => "success",
+            JobPhase::Queued => "queued",
+            JobPhase::Running => "running",
+            JobPhase::Exited(0) => "success",
             _ => "error",
         }
     }
 
     /// Whether the job succeeded (exit code 0).
     pub fn is_success(&self) -> bool {
-        matches!(self, Phase::Exited(0))
+        matches!(self, JobPhase::Exited(0))
     }
 }
 
@@ -275,12 +275,12 @@ mod tests {
 
     #[test]
     fn only_exit_code_zero_is_success_and_a_lost_status_is_an_error() {
-        assert_eq!(Phase::Exited(0).name(), "success");
-        assert_eq!(Phase::Exited(3).name(), "error");
-        assert_eq!(Phase::Lost.name(), "error");
-        assert!(Phase::Lost.is_terminal());
-        assert!(!Phase::Running.is_terminal());
-        assert!(!Phase::Queued.is_terminal());
-        assert_eq!(Phase::Queued.name(), "queued");
+        assert_eq!(JobPhase::Exited(0).name(), "success");
+        assert_eq!(JobPhase::Exited(3).name(), "error");
+        assert_eq!(JobPhase::Lost.name(), "error");
+        assert!(JobPhase::Lost.is_terminal());
+        assert!(!JobPhase::Running.is_terminal());
+        assert!(!JobPhase::Queued.is_terminal());
+        assert_eq!(JobPhase::Queued.name(), "queued");
     }
 }

@@ -43,7 +43,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::state::{Cause, JobId, JobState, Outcome, Pending, Phase, Ran, Stream};
+use super::state::{Cause, JobId, JobState, Outcome, Pending, JobPhase, Ran, Stream};
 use crate::capture::{CapturePolicy, Window};
 
 /// A job's stdin: `None` once closed (or before it started).
@@ -117,7 +117,7 @@ impl Job {
     }
 
     /// The outside view of its state.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> JobPhase {
         self.state.phase()
     }
 }
@@ -148,7 +148,7 @@ pub struct Listed {
     /// Its id.
     pub id: JobId,
     /// Its state.
-    pub phase: Phase,
+    pub phase: JobPhase,
     /// Its label.
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
@@ -605,7 +605,7 @@ impl JobTable {
                         })
                         .unwrap_or(WaitEntry::Pending(Listed {
                             id,
-                            phase: Phase::Running,
+                            phase: JobPhase::Running,
                             label: None,
                             waits_for_session: false,
                         })),
@@ -812,7 +812,7 @@ mod tests {
         let listed = t.list();
         assert_eq!(
             (listed[0].id, listed[0].phase.clone()),
-            (ids[0], Phase::Running)
+            (ids[0], JobPhase::Running)
         );
     }
 
@@ -822,7 +822,7 @@ mod tests {
         let entries = t.claim_terminal_among(&ids).unwrap();
         assert!(matches!(&entries[0], WaitEntry::Delivered(j) if j.id == ids[0]));
         assert!(matches!(&entries[1], WaitEntry::Pending(l) if l.id == ids[1]));
-        assert!(matches!(&entries[2], WaitEntry::Delivered(j) if j.phase() == Phase::Lost));
+        assert!(matches!(&entries[2], WaitEntry::Delivered(j) if j.phase() == JobPhase::Lost));
         assert_eq!(t.list().len(), 1);
     }
 
@@ -833,7 +833,7 @@ mod tests {
         assert!(matches!(&entries[0], WaitEntry::Delivered(_)));
         for e in &entries[1..] {
             assert!(
-                matches!(e, WaitEntry::Repeat(l) if l.id == ids[0] && l.phase == Phase::Exited(0))
+                matches!(e, WaitEntry::Repeat(l) if l.id == ids[0] && l.phase == JobPhase::Exited(0))
             );
         }
     }
@@ -939,7 +939,7 @@ mod tests {
         let job = t.cancel_queued(second).unwrap();
         assert_eq!(
             job.phase(),
-            Phase::NotStarted("cancelled before start".into())
+            JobPhase::NotStarted("cancelled before start".into())
         );
         assert!(
             t.cancel_queued(first).is_none(),
@@ -978,7 +978,7 @@ mod tests {
         match t.claim(id) {
             Claim::Delivered(j) => assert_eq!(
                 j.phase(),
-                Phase::NotStarted("cancelled before start".into())
+                JobPhase::NotStarted("cancelled before start".into())
             ),
             other => panic!("{other:?}"),
         }

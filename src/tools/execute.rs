@@ -25,7 +25,7 @@ use super::{Args, Call, Effect, Fail, Outcome, Running, Tool, ToolError, args, c
 use crate::capture::CapturePolicy;
 use crate::config::Config;
 use crate::jobs::result::{JobResult, Status};
-use crate::jobs::state::Phase;
+use crate::jobs::state::JobPhase;
 use crate::jobs::{Awaited, Claim, JobId, Pending, Submitted};
 use crate::policy::cwd::Refusal;
 use crate::policy::identity::JobPolicy;
@@ -384,7 +384,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
                         let status = jobs
                             .table()
                             .with(id, |j| Status::of(j, rev))
-                            .unwrap_or_else(|| Status::new(id, &Phase::Running, None, None, rev));
+                            .unwrap_or_else(|| Status::new(id, &JobPhase::Running, None, None, rev));
                         return Ok(Payload::object(StdinFailed {
                             status,
                             stdin_error: super::input::write_error(&e).to_string(),
