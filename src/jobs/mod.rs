@@ -37,7 +37,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
 use crate::capture::CapturePolicy;
-pub use state::{Cause, JobId, JobState, Outcome, Pending, SessionUse, Stream};
+pub use state::{Cause, ExitOutcome, JobId, JobState, Pending, SessionUse, Stream};
 pub use table::{Claim, Job, JobTable, QueueFull, StdinSlot, WaitEntry};
 
 /// How long to wait for SIGKILL to take effect after a grace.

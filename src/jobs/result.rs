@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 
-use super::state::{Cause, JobId, JobState, JobPhase};
+use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec};
 use crate::protocol::version::Revision;

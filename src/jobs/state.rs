@@ -75,7 +75,7 @@ pub struct SessionUse {
 
 /// How a started job's direct child is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ExitOutcome {
     /// Not reaped yet (or the output it wrote before exiting not read yet,
     /// SPEC §5.3).
     Running,
@@ -112,7 +112,7 @@ pub enum JobState {
         /// Its timing.
         ran: Ran,
         /// How the direct child is doing.
-        outcome: Outcome,
+        outcome: ExitOutcome,
     },
     /// It never ran: the spawn failed, or it was cancelled while queued.
     NotStarted {
@@ -145,10 +145,10 @@ impl JobState {
         match self {
             JobState::Queued(_) => JobPhase::Queued,
             JobState::Started { outcome, .. } => match *outcome {
-                Outcome::Running => JobPhase::Running,
-                Outcome::Exited(code) => JobPhase::Exited(code),
-                Outcome::Signaled(signal) => JobPhase::Signaled(signal),
-                Outcome::Lost => JobPhase::Lost,
+                ExitOutcome::Running => JobPhase::Running,
+                ExitOutcome::Exited(code) => JobPhase::Exited(code),
+                ExitOutcome::Signaled(signal) => JobPhase::Signaled(signal),
+                ExitOutcome::Lost => JobPhase::Lost,
             },
             JobState::NotStarted { error } => JobPhase::NotStarted(error.clone()),
         }

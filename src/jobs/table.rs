@@ -43,7 +43,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::state::{Cause, JobId, JobState, Outcome, Pending, JobPhase, Ran, Stream};
+use super::state::{Cause, ExitOutcome, JobId, JobPhase, JobState, Pending, Ran, Stream};
 use crate::capture::{CapturePolicy, Window};
 
 /// A job's stdin: `None` once closed (or before it started).
@@ -360,7 +360,7 @@ impl JobTable {
                             wall: std::time::SystemTime::now(),
                             until: None,
                         },
-                        outcome: Outcome::Running,
+                        outcome: ExitOutcome::Running,
                     };
                     job.last_output = Instant::now();
                     if let Ok(mut slot) = job.stdin.try_lock() {
@@ -519,7 +519,7 @@ impl JobTable {
     /// one more that each later spawn has to copy and close at exec. (If a
     /// write is in progress it holds the slot; it fails with EPIPE and closes
     /// it itself.)
-    pub fn set_terminal(&self, id: JobId, end: Outcome) -> bool {
+    pub fn set_terminal(&self, id: JobId, end: ExitOutcome) -> bool {
         let freed = {
             let mut inner = self.lock();
             let freed = match inner.jobs.get_mut(&id) {
@@ -527,7 +527,7 @@ impl JobTable {
                     state: JobState::Started { ran, outcome, .. },
                     stdin,
                     ..
-                }) if *outcome == Outcome::Running => {
+                }) if *outcome == ExitOutcome::Running => {
                     *outcome = end;
                     ran.until = Some(Instant::now());
                     if let Ok(mut stdin) = stdin.try_lock() {
@@ -679,7 +679,7 @@ impl JobTable {
                     JobState::Queued(Some(_)) => inner.queue.retain(|q| *q != id),
                     JobState::Queued(None)
                     | JobState::Started {
-                        outcome: Outcome::Running,
+                        outcome: ExitOutcome::Running,
                         ..
                     } => inner.running = inner.running.saturating_sub(1),
                     _ => {}
@@ -734,7 +734,7 @@ mod tests {
     }
 
     /// A table with one job per entry: `None` stays running, `Some` ends so.
-    fn table_with(ends: &[Option<Outcome>]) -> (JobTable, Vec<JobId>) {
+    fn table_with(ends: &[Option<ExitOutcome>]) -> (JobTable, Vec<JobId>) {
         let table = JobTable::new(100, 100);
         let ids = ends
             .iter()
@@ -752,7 +752,7 @@ mod tests {
         (table, ids)
     }
 
-    const DONE: Option<Outcome> = Some(Outcome::Exited(0));
+    const DONE: Option<ExitOutcome> = Some(ExitOutcome::Exited(0));
 
     /// Submits a job of shell session `session`.
     fn submit_in(t: &JobTable, session: &str) -> (JobId, Vec<Admitted>) {
@@ -775,11 +775,11 @@ mod tests {
         let (c, admitted) = submit(&t);
         assert_eq!(admitted.iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
         assert!(t.session_busy("s"));
-        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert!(t.set_terminal(a, ExitOutcome::Exited(0)));
         assert!(!t.with(b, |j| j.waits_for_session).unwrap());
         assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [b]);
         assert!(t.started(b, Pid(100_002), None));
-        assert!(t.set_terminal(b, Outcome::Exited(0)));
+        assert!(t.set_terminal(b, ExitOutcome::Exited(0)));
         assert!(!t.session_busy("s"));
     }
 
@@ -793,7 +793,7 @@ mod tests {
         assert_eq!(t.counts(), (1, 2));
         assert!(t.cancel_queued(b).is_some());
         assert_eq!(t.counts(), (1, 1));
-        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert!(t.set_terminal(a, ExitOutcome::Exited(0)));
         assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
     }
 
@@ -818,7 +818,7 @@ mod tests {
 
     #[test]
     fn claiming_among_ids_takes_every_terminal_one_and_reports_the_rest_pending() {
-        let (t, ids) = table_with(&[DONE, None, Some(Outcome::Lost)]);
+        let (t, ids) = table_with(&[DONE, None, Some(ExitOutcome::Lost)]);
         let entries = t.claim_terminal_among(&ids).unwrap();
         assert!(matches!(&entries[0], WaitEntry::Delivered(j) if j.id == ids[0]));
         assert!(matches!(&entries[1], WaitEntry::Pending(l) if l.id == ids[1]));
@@ -906,10 +906,10 @@ mod tests {
         assert_eq!(t.counts(), (2, 3));
         assert!(t.with(ids[2], |j| j.queued_at.is_some()).unwrap());
         assert!(t.with(ids[0], |j| j.queued_at.is_none()).unwrap());
-        assert!(t.set_terminal(ids[1], Outcome::Exited(0)));
+        assert!(t.set_terminal(ids[1], ExitOutcome::Exited(0)));
         let next: Vec<JobId> = t.admit().into_iter().map(|a| a.id).collect();
         assert_eq!(next, vec![ids[2]]);
-        assert!(t.set_terminal(ids[0], Outcome::Exited(0)));
+        assert!(t.set_terminal(ids[0], ExitOutcome::Exited(0)));
         let next: Vec<JobId> = t.admit().into_iter().map(|a| a.id).collect();
         assert_eq!(next, vec![ids[3]]);
     }
@@ -946,7 +946,7 @@ mod tests {
             "a started job is not queued"
         );
         assert!(t.started(first, Pid(1), None));
-        assert!(t.set_terminal(first, Outcome::Exited(0)));
+        assert!(t.set_terminal(first, ExitOutcome::Exited(0)));
         assert!(t.admit().is_empty());
         assert_eq!(t.counts(), (0, 0));
     }
@@ -957,7 +957,7 @@ mod tests {
         assert_eq!(t.counts(), (1, 0));
         t.remove(ids[0]);
         assert_eq!(t.counts(), (0, 0));
-        assert!(!t.set_terminal(ids[0], Outcome::Exited(0)));
+        assert!(!t.set_terminal(ids[0], ExitOutcome::Exited(0)));
         assert_eq!(t.counts(), (0, 0));
     }
 

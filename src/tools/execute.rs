@@ -384,7 +384,9 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
                         let status = jobs
                             .table()
                             .with(id, |j| Status::of(j, rev))
-                            .unwrap_or_else(|| Status::new(id, &JobPhase::Running, None, None, rev));
+                            .unwrap_or_else(|| {
+                                Status::new(id, &JobPhase::Running, None, None, rev)
+                            });
                         return Ok(Payload::object(StdinFailed {
                             status,
                             stdin_error: super::input::write_error(&e).to_string(),
