@@ -37,7 +37,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
 use crate::capture::CapturePolicy;
-pub use state::{Cause, ExitOutcome, JobId, JobState, Pending, SessionUse, Stream};
+pub use state::{Cause, ExitOutcome, JobId, JobState, Pending, ShellSessionUse, Stream};
 pub use table::{Claim, Job, JobTable, QueueFull, StdinSlot, WaitEntry};
 
 /// How long to wait for SIGKILL to take effect after a grace.
@@ -77,7 +77,7 @@ pub(crate) struct Shared {
     pub(crate) init: Init,
     pub(crate) grace: Duration,
     breaker: breaker::Breaker,
-    pub(crate) sessions: shell_session::Sessions,
+    pub(crate) shell_sessions: shell_session::ShellSessions,
     resolve_cwd: std::sync::OnceLock<CwdResolver>,
     /// The memory cgroup's OOM-kill counter, when readable.
     pub(crate) oom: Option<oom::OomCounter>,
@@ -172,7 +172,7 @@ impl Jobs {
                 init,
                 grace: settings.grace,
                 breaker,
-                sessions: shell_session::Sessions::new(settings.shell_session_idle),
+                shell_sessions: shell_session::ShellSessions::new(settings.shell_session_idle),
                 resolve_cwd: std::sync::OnceLock::new(),
                 oom,
                 oom_score_adj: settings.oom_score_adj,
@@ -186,10 +186,12 @@ impl Jobs {
     }
 
     /// The shell sessions (SPEC §17), after dropping the expired ones.
-    pub fn sessions(&self) -> &shell_session::Sessions {
+    pub fn shell_sessions(&self) -> &shell_session::ShellSessions {
         let table = &self.shared.table;
-        self.shared.sessions.expire(|name| table.session_busy(name));
-        &self.shared.sessions
+        self.shared
+            .shell_sessions
+            .expire(|name| table.shell_session_busy(name));
+        &self.shared.shell_sessions
     }
 
     /// Sets how a shell session's working directory is checked when a job
@@ -221,7 +223,7 @@ impl Jobs {
         let id = table.next_id();
         let mut job = Job::queued(id, req.pending, req.capture, req.label, req.window);
         job.owned_by_stream = req.owned_by_stream;
-        job.shell_session = job_session(&job);
+        job.shell_session = job_shell_session(&job);
         let admitted = table.submit(job)?;
         let mut mine = None;
         for a in admitted {
@@ -260,7 +262,7 @@ impl Jobs {
                 close_stdin: false,
                 timeout: None,
                 idle_timeout: None,
-                session: None,
+                shell_session: None,
             },
             capture,
             label,
@@ -351,14 +353,14 @@ impl Shared {
             mut spec,
             timeout,
             idle_timeout,
-            session,
+            shell_session: session,
             ..
         } = pending;
         let mut complete_env = false;
         let mut state_pipe = None;
         let mut session_run = None;
         if let Some(session) = session {
-            let snap = self.sessions.snapshot(&session.name, &session.owner);
+            let snap = self.shell_sessions.snapshot(&session.name, &session.owner);
             let mut cwd_error = None;
             if !session.own_cwd
                 && let Some(cwd) = snap.cwd
@@ -388,14 +390,15 @@ impl Shared {
                 }
             }
             if let Some(error) = cwd_error {
-                self.sessions.finish(&session.name, snap.generation, None);
+                self.shell_sessions
+                    .finish(&session.name, snap.generation, None);
                 tracing::info!(job = %id, %error, "job failed to start");
                 crate::metrics::job_finished("start_error", None);
                 self.table.start_failed(id, error);
                 self.admit_next();
                 return None;
             }
-            session_run = Some(runner::SessionRun {
+            session_run = Some(runner::ShellSessionRun {
                 name: session.name,
                 generation: snap.generation,
                 state: None,
@@ -448,7 +451,7 @@ impl Shared {
             }
             Err(error) => {
                 if let Some(run) = &session_run {
-                    self.sessions.finish(&run.name, run.generation, None);
+                    self.shell_sessions.finish(&run.name, run.generation, None);
                 }
                 tracing::info!(job = %id, %error, "job failed to start");
                 crate::metrics::job_finished("start_error", None);
@@ -563,9 +566,9 @@ impl Shared {
 }
 
 /// The shell session a job belongs to, from its pending start.
-fn job_session(job: &Job) -> Option<String> {
+fn job_shell_session(job: &Job) -> Option<String> {
     match &job.state {
-        JobState::Queued(Some(p)) => p.session.as_ref().map(|s| s.name.clone()),
+        JobState::Queued(Some(p)) => p.shell_session.as_ref().map(|s| s.name.clone()),
         _ => None,
     }
 }

@@ -122,12 +122,12 @@ impl Status {
             job.label.as_deref(),
             revision,
         )
-        .waiting_for_session(job.waits_for_session)
+        .waiting_for_shell_session(job.waits_for_shell_session)
     }
 
     /// `queued_for: "shell_session"` for a job queued behind an earlier job
     /// of its shell session (SPEC §17).
-    fn waiting_for_session(mut self, waits: bool) -> Status {
+    fn waiting_for_shell_session(mut self, waits: bool) -> Status {
         if waits && self.queued_for.is_some() {
             self.queued_for = Some(QUEUED_FOR[1]);
         }
@@ -137,7 +137,7 @@ impl Status {
     /// The status of a listed job.
     pub fn listed(l: &Listed, revision: Revision) -> Status {
         Status::new(l.id, &l.phase, None, l.label.as_deref(), revision)
-            .waiting_for_session(l.waits_for_session)
+            .waiting_for_shell_session(l.waits_for_shell_session)
     }
 }
 

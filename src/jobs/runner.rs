@@ -144,7 +144,7 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
 
 /// A shell-session job's state pipe and where its state goes (SPEC §17).
 #[derive(Debug)]
-pub struct SessionRun {
+pub struct ShellSessionRun {
     /// The session.
     pub name: String,
     /// The session's generation when the job started.
@@ -288,7 +288,7 @@ pub(crate) async fn run(
     io: Io,
     removed: CancellationToken,
     limits: Limits,
-    mut session: Option<SessionRun>,
+    mut session: Option<ShellSessionRun>,
 ) {
     let Io {
         stdout,
@@ -349,7 +349,7 @@ pub(crate) async fn run(
                         .then(|| shell_session::parse_state(&state.bytes))
                         .flatten();
                     tracing::debug!(job = %id, session = %run.name, adopted = adopted.is_some(), "session job ended");
-                    shared.sessions.finish(&run.name, run.generation, adopted);
+                    shared.shell_sessions.finish(&run.name, run.generation, adopted);
                     state = StateBuf::default();
                 }
                 if table.set_terminal(id, end) {

@@ -38,7 +38,7 @@
 //! left unchanged — the failure mode is always "unchanged", never "wrong".
 //!
 //! # Ownership
-//! [`Sessions`] owns every session's state behind one short-held mutex; the
+//! [`ShellSessions`] owns every session's state behind one short-held mutex; the
 //! job table owns the serial lanes (which job of a session runs, which wait).
 //! A session's *generation* changes on `reset` and `close`, so a job that
 //! was started before either cannot write its state over them.
@@ -348,7 +348,7 @@ pub type Owner = Option<String>;
 
 /// One session.
 #[derive(Debug)]
-struct Session {
+struct ShellSession {
     owner: Owner,
     generation: u64,
     /// `None`: the server's defaults (never adopted, or reset).
@@ -391,23 +391,23 @@ pub enum Refused {
 
 /// Every shell session of the server (process-wide, SPEC §17).
 #[derive(Debug)]
-pub struct Sessions {
-    inner: Mutex<BTreeMap<String, Session>>,
+pub struct ShellSessions {
+    inner: Mutex<BTreeMap<String, ShellSession>>,
     idle: Duration,
     next_generation: Mutex<u64>,
 }
 
-impl Sessions {
+impl ShellSessions {
     /// No sessions; one expires `idle` after its last job.
-    pub fn new(idle: Duration) -> Sessions {
-        Sessions {
+    pub fn new(idle: Duration) -> ShellSessions {
+        ShellSessions {
             inner: Mutex::new(BTreeMap::new()),
             idle,
             next_generation: Mutex::new(1),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ShellSession>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -432,13 +432,15 @@ impl Sessions {
     pub fn join(&self, name: &str, owner: &Owner) -> Result<(), Refused> {
         let generation = self.generation();
         let mut inner = self.lock();
-        let session = inner.entry(name.to_owned()).or_insert_with(|| Session {
-            owner: owner.clone(),
-            generation,
-            cwd: None,
-            env: None,
-            last_used: Instant::now(),
-        });
+        let session = inner
+            .entry(name.to_owned())
+            .or_insert_with(|| ShellSession {
+                owner: owner.clone(),
+                generation,
+                cwd: None,
+                env: None,
+                last_used: Instant::now(),
+            });
         if session.owner != *owner {
             return Err(Refused::OtherUser(name.to_owned()));
         }
@@ -451,13 +453,15 @@ impl Sessions {
     pub fn snapshot(&self, name: &str, owner: &Owner) -> Snapshot {
         let generation = self.generation();
         let mut inner = self.lock();
-        let s = inner.entry(name.to_owned()).or_insert_with(|| Session {
-            owner: owner.clone(),
-            generation,
-            cwd: None,
-            env: None,
-            last_used: Instant::now(),
-        });
+        let s = inner
+            .entry(name.to_owned())
+            .or_insert_with(|| ShellSession {
+                owner: owner.clone(),
+                generation,
+                cwd: None,
+                env: None,
+                last_used: Instant::now(),
+            });
         s.last_used = Instant::now();
         Snapshot {
             generation: s.generation,
@@ -513,7 +517,7 @@ impl Sessions {
     }
 }
 
-fn shown(name: &str, s: &Session) -> Shown {
+fn shown(name: &str, s: &ShellSession) -> Shown {
     Shown {
         name: name.to_owned(),
         cwd: s.cwd.clone(),
@@ -587,7 +591,7 @@ mod tests {
 
     #[test]
     fn a_reset_session_does_not_adopt_what_an_older_job_reports() {
-        let sessions = Sessions::new(Duration::from_secs(60));
+        let sessions = ShellSessions::new(Duration::from_secs(60));
         sessions.join("s", &None).unwrap();
         let snap = sessions.snapshot("s", &None);
         assert!(sessions.reset("s"));
@@ -604,7 +608,7 @@ mod tests {
 
     #[test]
     fn a_session_refuses_a_job_of_another_user() {
-        let sessions = Sessions::new(Duration::from_secs(60));
+        let sessions = ShellSessions::new(Duration::from_secs(60));
         sessions.join("s", &Some("alice".into())).unwrap();
         assert_eq!(
             sessions.join("s", &None),

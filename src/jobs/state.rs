@@ -59,12 +59,12 @@ pub struct Pending {
     /// End it when it writes nothing for this long (SPEC §12.9).
     pub idle_timeout: Option<std::time::Duration>,
     /// The shell session it runs in (SPEC §17).
-    pub session: Option<SessionUse>,
+    pub shell_session: Option<ShellSessionUse>,
 }
 
 /// How a job uses its shell session.
 #[derive(Debug, Clone)]
-pub struct SessionUse {
+pub struct ShellSessionUse {
     /// The session's name.
     pub name: String,
     /// Its owner (the job's `user`; `None`: the server's).

@@ -85,7 +85,7 @@ pub struct Job {
     pub shell_session: Option<String>,
     /// Queued behind an earlier job of its shell session (not yet in the
     /// capacity FIFO).
-    pub waits_for_session: bool,
+    pub waits_for_shell_session: bool,
 }
 
 impl Job {
@@ -112,7 +112,7 @@ impl Job {
             removed: CancellationToken::new(),
             owned_by_stream: false,
             shell_session: None,
-            waits_for_session: false,
+            waits_for_shell_session: false,
         }
     }
 
@@ -152,7 +152,7 @@ pub struct Listed {
     /// Its label.
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
-    pub waits_for_session: bool,
+    pub waits_for_shell_session: bool,
 }
 
 /// The queue is full: `(running, queued)`.
@@ -198,9 +198,9 @@ impl Inner {
             while let Some(next) = lane.waiting.pop_front() {
                 self.lane_waiting = self.lane_waiting.saturating_sub(1);
                 if let Some(job) = self.jobs.get_mut(&next)
-                    && job.waits_for_session
+                    && job.waits_for_shell_session
                 {
-                    job.waits_for_session = false;
+                    job.waits_for_shell_session = false;
                     lane.current = Some(next);
                     self.queue.push_back(next);
                     break;
@@ -272,7 +272,7 @@ impl JobTable {
     }
 
     /// Whether shell session `name` has a job that is not terminal yet.
-    pub fn session_busy(&self, name: &str) -> bool {
+    pub fn shell_session_busy(&self, name: &str) -> bool {
         self.lock().lanes.contains_key(name)
     }
 
@@ -300,7 +300,7 @@ impl JobTable {
                 job.queued_at = Some(Instant::now());
             }
             let session = job.shell_session.clone();
-            job.waits_for_session = behind;
+            job.waits_for_shell_session = behind;
             inner.jobs.insert(id, job);
             match session {
                 Some(name) if behind => {
@@ -587,7 +587,7 @@ impl JobTable {
                         id,
                         phase: e.get().phase(),
                         label: e.get().label.clone(),
-                        waits_for_session: e.get().waits_for_session,
+                        waits_for_shell_session: e.get().waits_for_shell_session,
                     }),
                     // Removed by an earlier occurrence in this same call.
                     Entry::Vacant(_) => out
@@ -598,7 +598,7 @@ impl JobTable {
                                     id,
                                     phase: j.phase(),
                                     label: j.label.clone(),
-                                    waits_for_session: false,
+                                    waits_for_shell_session: false,
                                 }))
                             }
                             _ => None,
@@ -607,7 +607,7 @@ impl JobTable {
                             id,
                             phase: JobPhase::Running,
                             label: None,
-                            waits_for_session: false,
+                            waits_for_shell_session: false,
                         })),
                 };
                 out.push(entry);
@@ -636,7 +636,7 @@ impl JobTable {
                 id: j.id,
                 phase: j.phase(),
                 label: j.label.clone(),
-                waits_for_session: j.waits_for_session,
+                waits_for_shell_session: j.waits_for_shell_session,
             })
             .collect()
     }
@@ -723,7 +723,7 @@ mod tests {
             close_stdin: false,
             timeout: None,
             idle_timeout: None,
-            session: None,
+            shell_session: None,
         }
     }
 
@@ -770,17 +770,17 @@ mod tests {
         assert!(t.started(a, Pid(100_001), None));
         let (b, admitted) = submit_in(&t, "s");
         assert!(admitted.is_empty());
-        assert!(t.with(b, |j| j.waits_for_session).unwrap());
+        assert!(t.with(b, |j| j.waits_for_shell_session).unwrap());
         // The free slot goes to a job outside the session at once.
         let (c, admitted) = submit(&t);
         assert_eq!(admitted.iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
-        assert!(t.session_busy("s"));
+        assert!(t.shell_session_busy("s"));
         assert!(t.set_terminal(a, ExitOutcome::Exited(0)));
-        assert!(!t.with(b, |j| j.waits_for_session).unwrap());
+        assert!(!t.with(b, |j| j.waits_for_shell_session).unwrap());
         assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [b]);
         assert!(t.started(b, Pid(100_002), None));
         assert!(t.set_terminal(b, ExitOutcome::Exited(0)));
-        assert!(!t.session_busy("s"));
+        assert!(!t.shell_session_busy("s"));
     }
 
     #[test]

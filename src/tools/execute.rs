@@ -300,15 +300,15 @@ impl Request {
     pub(crate) fn session_use(
         &self,
         jobs: &crate::jobs::Jobs,
-    ) -> Result<Option<crate::jobs::SessionUse>, ToolError> {
+    ) -> Result<Option<crate::jobs::ShellSessionUse>, ToolError> {
         let Some(name) = &self.shell_session else {
             return Ok(None);
         };
         let owner = self.setup.user.as_ref().map(|c| c.uid.to_string());
-        jobs.sessions()
+        jobs.shell_sessions()
             .join(name, &owner)
             .map_err(|e| ToolError::invalid(e.to_string()))?;
-        Ok(Some(crate::jobs::SessionUse {
+        Ok(Some(crate::jobs::ShellSessionUse {
             name: name.clone(),
             owner,
             own_cwd: self.cwd.is_some(),
@@ -346,7 +346,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
                 close_stdin: req.close_stdin,
                 timeout: req.timeout,
                 idle_timeout: req.idle_timeout,
-                session,
+                shell_session: session,
             },
             capture: req.capture,
             label: req.label,

@@ -133,7 +133,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
             close_stdin: true,
             timeout: req.timeout,
             idle_timeout: req.idle_timeout,
-            session,
+            shell_session: session,
         },
         capture: req.capture,
         label: req.label,
