@@ -86,7 +86,7 @@ pub(crate) struct Shared {
 
 /// What a job asks for.
 #[derive(Debug)]
-pub struct Request {
+pub struct Launch {
     /// What to start, and its stdin.
     pub pending: Pending,
     /// What its terminal result carries.
@@ -218,7 +218,7 @@ impl Jobs {
     /// Submits a job: it starts now if there is capacity and nobody waits
     /// before it, otherwise it joins the queue. A start failure leaves a
     /// terminal job in the table; a full queue refuses it.
-    pub fn submit(&self, req: Request) -> Result<Submitted, QueueFull> {
+    pub fn submit(&self, req: Launch) -> Result<Submitted, QueueFull> {
         let table = &self.shared.table;
         let id = table.next_id();
         let mut job = Job::queued(id, req.pending, req.capture, req.label, req.window);

@@ -334,7 +334,7 @@ async fn execute(call: &Call, a: &Args) -> Outcome {
     };
     let session = req.session_use(jobs)?;
     let submitted = jobs
-        .submit(crate::jobs::Request {
+        .submit(crate::jobs::Launch {
             pending: Pending {
                 spec: SpawnSpec {
                     program: req.program,

@@ -120,7 +120,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
         Err(e) => return bad(e),
     };
     let stdin_data = req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes);
-    let submitted = app.jobs.submit(crate::jobs::Request {
+    let submitted = app.jobs.submit(crate::jobs::Launch {
         pending: Pending {
             spec: init::SpawnSpec {
                 program: req.program,
