@@ -395,9 +395,11 @@ pub fn signal(data: &[u8]) {
         _ => bare,
     };
     match kill::parse_signal(&args) {
-        Ok(kill::Plan::Assured) => assert!(bare.eq_ignore_ascii_case("ASSURED")),
-        Ok(kill::Plan::One(sig)) if text.trim().is_empty() => assert_eq!(sig, init::Signal::TERM),
-        Ok(kill::Plan::One(sig)) => assert_eq!(parsed.ok(), Some(sig), "{text:?}"),
+        Ok(crate::jobs::Plan::Assured) => assert!(bare.eq_ignore_ascii_case("ASSURED")),
+        Ok(crate::jobs::Plan::One(sig)) if text.trim().is_empty() => {
+            assert_eq!(sig, init::Signal::TERM)
+        }
+        Ok(crate::jobs::Plan::One(sig)) => assert_eq!(parsed.ok(), Some(sig), "{text:?}"),
         Err(_) => assert!(parsed.is_err() && !bare.eq_ignore_ascii_case("ASSURED")),
     }
     if let Ok(n) = text.trim().parse::<i64>() {
@@ -775,7 +777,7 @@ fn app(flags: u8) -> Arc<App> {
     let variant = usize::from(flags & 3);
     let mut slot = APPS[variant].lock().unwrap_or_else(|p| p.into_inner());
     if let Some(app) = slot.as_ref()
-        && app.jobs.table().list().is_empty()
+        && app.jobs.list().is_empty()
     {
         return Arc::clone(app);
     }
@@ -816,7 +818,7 @@ fn app(flags: u8) -> Arc<App> {
             .ok()
             .flatten()
     };
-    let app = Arc::new(App {
+    let app = App::share(App {
         jobs: Jobs::refusing(&settings),
         cwd,
         redact,

@@ -68,7 +68,7 @@ pub struct ShellSessionUse {
     /// The session's name.
     pub name: String,
     /// Its owner (the job's `user`; `None`: the server's).
-    pub owner: super::shell_session::Owner,
+    pub owner: super::shell_session::ShellSessionOwner,
     /// The job gave its own `cwd`, which wins over the session's.
     pub own_cwd: bool,
 }
@@ -256,6 +256,30 @@ pub enum Stream {
     Stdout,
     /// stderr
     Stderr,
+}
+
+impl Stream {
+    /// The wire name: `stdout` or `stderr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Who receives a job's terminal result (SPEC Part III, "exactly-once,
+/// generalised"). Set at launch, never changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The caller: MCP `execute`, `wait` or `kill`, whichever claims it
+    /// first.
+    Caller,
+    /// A stream (`POST /exec`, SPEC §11.2), which alone delivers it: `wait`
+    /// refuses the job, `kill` signals it but never claims it, and a queued
+    /// one is cancelled in place for its stream to deliver.
+    Stream,
+    // Later: `Task` (SPEC §19), which keeps the result until its TTL.
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{Args, Call, Effect, Outcome, Running, Tool, ToolError, args};
-use crate::jobs::shell_session::Shown;
+use crate::jobs::Shown;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -92,7 +92,7 @@ fn entry<V: Serialize>(
     variables: impl FnOnce(Vec<String>) -> V,
 ) -> Entry<V> {
     Entry {
-        busy: call.app.jobs.table().shell_session_busy(&s.name),
+        busy: call.app.jobs.shell_session_busy(&s.name),
         session: s.name,
         cwd: s.cwd.map(|c| c.to_string_lossy().into_owned()),
         variables: s.variables.map(variables),

@@ -354,7 +354,7 @@ fn live() -> Reply {
 }
 
 fn health(state: &State) -> Reply {
-    let (running, queued) = state.app.jobs.table().counts();
+    let (running, queued) = state.app.jobs.counts();
     let (code, what) = if state.shutdown.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
     } else if state.app.jobs.breaker_open() {
@@ -379,7 +379,7 @@ fn health(state: &State) -> Reply {
 }
 
 fn metrics(state: &State) -> Reply {
-    let (running, queued) = state.app.jobs.table().counts();
+    let (running, queued) = state.app.jobs.counts();
     let text = crate::metrics::render(&crate::metrics::Snapshot {
         running,
         queued,
