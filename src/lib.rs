@@ -43,8 +43,6 @@ mod protocol;
 mod server;
 mod tools;
 
-use std::sync::Arc;
-
 use config::Config;
 
 /// The program: parses the command line, starts the server (or init mode,
@@ -217,7 +215,7 @@ fn run(
             pid1,
             "mcp-exec started"
         );
-        let settings = jobs::Settings {
+        let settings = jobs::JobsSettings {
             grace: config.shutdown_grace,
             max_running: config.max_running,
             max_queued: config.max_queued,
@@ -228,26 +226,14 @@ fn run(
             // score it inherited, like everything tini starts.
             oom_score_adj: jobs::oom::ordering(config.job_oom_score_adj),
         };
-        let app = Arc::new(tools::App {
+        // Every `cwd` goes through the cwd policy (SPEC §12.5, §17).
+        let app = tools::App::share(tools::App {
             jobs: jobs::Jobs::new(init, &settings),
             cwd: policies.cwd,
             redact: policies.redact,
             job_policy: policies.jobs,
             config,
         });
-        // A shell session's cwd goes through the cwd policy when a job of
-        // it starts (SPEC §12.5, §17). Weak: the job service is part of App.
-        let weak = Arc::downgrade(&app);
-        app.jobs.set_cwd_resolver(Box::new(move |path| {
-            let Some(app) = weak.upgrade() else {
-                return Ok(init::Cwd::Path(path.to_path_buf()));
-            };
-            app.cwd
-                .resolve(Some(&path.to_string_lossy()))
-                .map_err(|r| match r {
-                    policy::cwd::Refusal::Outside(why) | policy::cwd::Refusal::Unusable(why) => why,
-                })
-        }));
         let reason = server::run(app, events, policies.listeners, main).await?;
         tracing::info!(?reason, "mcp-exec exiting");
         Ok(match reason {

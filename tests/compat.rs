@@ -2,10 +2,11 @@
 //! (SPEC §4.8a), one test per bullet, on every target.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, TIMEOUT, Target, wait_for};
+use crate::support::{Server, TIMEOUT, Target, tool_json, wait_for};
 
 static MARKERS: AtomicU64 = AtomicU64::new(0);
 
@@ -246,6 +247,53 @@ fn wait_with_a_duplicated_id_gives_the_streams_to_the_first_occurrence_and_deliv
     assert_eq!(s.call("list_jobs", json!({})), json!({"jobs": []}));
 }
 
+fn a_wait_blocking_on_a_job_that_a_kill_claims_answers_its_status_with_result_delivered_elsewhere(
+    t: Target,
+) {
+    let mut s = Server::started(t);
+    let job = s.spawn_job("sleep 0.4");
+    let waiting = s.send_call("wait", json!({"job_ids": [job], "timeout": 30}));
+    // Long enough for the wait to be blocking on the job, well before it ends.
+    std::thread::sleep(Duration::from_millis(150));
+    let killed = s.call("kill", json!({"job_id": job, "signal": "KILL"}));
+    assert_eq!(killed["terminated"], json!(true), "{killed}");
+    assert_eq!(killed["signal_sent"], json!(9), "{killed}");
+    assert_eq!(
+        killed["result"]["job_id"],
+        json!(job),
+        "the kill gets the result: {killed}"
+    );
+    assert_eq!(killed["result"]["signal"], json!("killed"), "{killed}");
+    assert!(
+        killed.get("result_delivered_elsewhere").is_none(),
+        "{killed}"
+    );
+
+    let answer = s.response(&waiting, TIMEOUT);
+    let result = &answer["result"];
+    assert_eq!(
+        result["isError"],
+        json!(false),
+        "the waiter is not a tool error: {answer}"
+    );
+    assert_eq!(
+        tool_json(result),
+        json!([{
+            "job_id": job, "state": "error", "exit_code": -1,
+            "signal": "killed", "signal_number": 9,
+            "result_delivered_elsewhere": true,
+        }]),
+        "the waiter gets the terminal status fields, no streams"
+    );
+
+    // A request that starts after the delivery finds no such job.
+    assert_eq!(
+        s.call_err("wait", json!({"job_ids": [job]})),
+        format!("unknown job_id \"{job}\"")
+    );
+    assert_eq!(s.call("list_jobs", json!({})), json!({"jobs": []}));
+}
+
 crate::parity!(
     output_with_a_bad_stream_spec_and_an_unknown_job_id_fails_with_invalid_arguments,
     a_malformed_job_id_is_an_unknown_job_and_a_missing_or_null_one_is_required,
@@ -255,4 +303,5 @@ crate::parity!(
     kill_accepts_sigassured_and_lowercase_sigkill,
     a_from_read_inside_the_dropped_head_starts_at_the_oldest_retained_byte_and_counts_length_from_there,
     wait_with_a_duplicated_id_gives_the_streams_to_the_first_occurrence_and_delivers_once,
+    a_wait_blocking_on_a_job_that_a_kill_claims_answers_its_status_with_result_delivered_elsewhere,
 );

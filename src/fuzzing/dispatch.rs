@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Input;
 use crate::config::Config;
-use crate::jobs::{Jobs, Settings};
+use crate::jobs::{Jobs, JobsSettings};
 use crate::policy::cwd::CwdPolicy;
 use crate::policy::identity::JobPolicy;
 use crate::policy::redact::Redactor;
@@ -54,7 +54,7 @@ fn app(flags: u8) -> Arc<App> {
     let variant = usize::from(flags & 3);
     let mut slot = APPS[variant].lock().unwrap_or_else(|p| p.into_inner());
     if let Some(app) = slot.as_ref()
-        && app.jobs.table().list().is_empty()
+        && app.jobs.list().is_empty()
     {
         return Arc::clone(app);
     }
@@ -64,7 +64,7 @@ fn app(flags: u8) -> Arc<App> {
         max_output_bytes_limit: 1024,
         ..Config::default()
     };
-    let settings = Settings {
+    let settings = JobsSettings {
         grace: Duration::ZERO,
         max_running: 2,
         max_queued: 2,
@@ -95,7 +95,7 @@ fn app(flags: u8) -> Arc<App> {
             .ok()
             .flatten()
     };
-    let app = Arc::new(App {
+    let app = App::share(App {
         jobs: Jobs::refusing(&settings),
         cwd,
         redact,

@@ -31,9 +31,11 @@ pub fn signal(data: &[u8]) {
         _ => bare,
     };
     match kill::parse_signal(&args) {
-        Ok(kill::Plan::Assured) => assert!(bare.eq_ignore_ascii_case("ASSURED")),
-        Ok(kill::Plan::One(sig)) if text.trim().is_empty() => assert_eq!(sig, init::Signal::TERM),
-        Ok(kill::Plan::One(sig)) => assert_eq!(parsed.ok(), Some(sig), "{text:?}"),
+        Ok(crate::jobs::Plan::Assured) => assert!(bare.eq_ignore_ascii_case("ASSURED")),
+        Ok(crate::jobs::Plan::One(sig)) if text.trim().is_empty() => {
+            assert_eq!(sig, init::Signal::TERM)
+        }
+        Ok(crate::jobs::Plan::One(sig)) => assert_eq!(parsed.ok(), Some(sig), "{text:?}"),
         Err(_) => assert!(parsed.is_err() && !bare.eq_ignore_ascii_case("ASSURED")),
     }
     if let Ok(n) = text.trim().parse::<i64>() {

@@ -1,51 +1,78 @@
-//! Jobs: the process-wide job table and every step of a job's life.
+//! Jobs: the one job lifecycle, as verbs (SPEC §18).
 //!
-//! [`Jobs`] is the one service the tools call: it admits a job (through the
-//! FIFO queue of SPEC §12.3), starts it (spawn + runner), waits for it to
-//! become terminal, signals its group and verifies its death, tears it down,
-//! and shuts every job down. Tools only decide what to ask for and how to
-//! answer; they never spawn, signal or reap themselves.
+//! [`Jobs`] is the one service every front-end calls — the MCP tools,
+//! `POST /exec`, and later Tasks, terminal attach and the platform
+//! protocols. Its table is private: a front-end parses its own wire format,
+//! calls these verbs and renders their answers ([`result`]); it never
+//! spawns, signals, reaps, writes stdin or waits on the table itself.
 //!
-//! Jobs are process-wide (SPEC §10): one table per server, shared by every
-//! session on every transport. Nothing here knows about sessions,
-//! transports or JSON-RPC.
+//! | verb | what | module |
+//! |---|---|---|
+//! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
+//! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
+//! | [`Jobs::status`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
+//! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern or goes quiet | [`mod@wait`] |
+//! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
+//! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
+//! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
+//! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
 //!
-//! - [`state`]: job ids and states.
-//! - [`table`]: the table, its exactly-once claims and its admission queue.
+//! Every job has one [`Owner`], set at launch: the caller (whoever claims
+//! the result first) or a stream (only it delivers; SPEC §11.2). Jobs are
+//! process-wide (SPEC §10): one table per server, shared by every session on
+//! every transport. Nothing here knows about sessions, transports, wire
+//! revisions or JSON-RPC: `jobs` imports nothing from `protocol`, `tools`
+//! or `server` (`scripts/check-layers.sh`).
+//!
+//! - [`state`]: job ids, states and owners.
+//! - [`table`]: the table, its exactly-once claims, its admission queue and
+//!   its one wait loop ([`table::JobTable::watch`]).
 //! - [`runner`]: the per-job task that reads the pipes, records the exit and
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
-//! - [`shell_session`]: shell sessions, their state and the epilogue that
-//!   reports it (SPEC §17).
+//! - [`shell_session`]: shell sessions, their lanes, their state and the
+//!   epilogue that reports it (SPEC §17).
 //! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 
-pub mod breaker;
+mod breaker;
+mod follow;
+mod launch;
 pub mod oom;
 pub mod result;
-pub mod runner;
-pub mod shell_session;
-pub mod state;
-pub mod table;
+mod runner;
+mod shell_session;
+mod signal;
+mod state;
+mod stdin;
+mod table;
+mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use init::{DeathWait, Escalation, Init, Pid, Signal, SignalError, Step};
-use tokio::io::AsyncWriteExt;
-use tokio::net::unix::pipe;
+use init::{Init, Signal, Step};
 use tokio::time::Instant;
 
-use crate::capture::CapturePolicy;
-pub use state::{Cause, JobId, JobState, Outcome, Pending, SessionUse, Stream};
-pub use table::{Claim, Job, JobTable, QueueFull, StdinSlot, WaitEntry};
+use crate::capture::StreamSpec;
+pub use follow::Event;
+pub use launch::{CwdResolver, Launch, LaunchError, Launched};
+use result::{Fields, JobResult, Status, View};
+pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
+pub use signal::{Delivery, Plan, SignalError, Signalled};
+pub use state::{Cause, JobId, JobPhase, Owner, Stream};
+use state::{ExitOutcome, Pending};
+pub use stdin::StdinError;
+use table::{Check, JobTable};
+pub use table::{Claim, Job, Listed};
+pub use wait::{Trigger, Until, WaitEntry, WaitError};
 
 /// How long to wait for SIGKILL to take effect after a grace.
 const KILL_WAIT: Duration = Duration::from_secs(1);
 
 /// The settings the job service runs with.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct JobsSettings {
     /// Seconds between TERM and KILL when a job is torn down or times out.
     pub grace: Duration,
     /// Jobs running at once.
@@ -62,84 +89,27 @@ pub struct Settings {
     pub oom_score_adj: Option<i32>,
 }
 
-/// Resolves a shell session's working directory under the cwd policy
-/// (SPEC §12.5) when a job of it starts; the error is its start error.
-pub type CwdResolver = Box<dyn Fn(&std::path::Path) -> Result<init::Cwd, String> + Send + Sync>;
-
 /// The job service: cheap to share, one per server.
 pub struct Jobs {
     shared: Arc<Shared>,
 }
 
 /// What the service and its runners share.
-pub(crate) struct Shared {
-    pub(crate) table: JobTable,
-    pub(crate) init: Init,
-    pub(crate) grace: Duration,
+struct Shared {
+    table: JobTable,
+    init: Init,
+    grace: Duration,
     breaker: breaker::Breaker,
-    pub(crate) sessions: shell_session::Sessions,
+    shell_sessions: ShellSessions,
     resolve_cwd: std::sync::OnceLock<CwdResolver>,
     /// The memory cgroup's OOM-kill counter, when readable.
-    pub(crate) oom: Option<oom::OomCounter>,
+    oom: Option<oom::OomCounter>,
     oom_score_adj: Option<i32>,
-}
-
-/// What a job asks for.
-#[derive(Debug)]
-pub struct Request {
-    /// What to start, and its stdin.
-    pub pending: Pending,
-    /// What its terminal result carries.
-    pub capture: CapturePolicy,
-    /// Its label.
-    pub label: Option<String>,
-    /// Its retained window per stream.
-    pub window: usize,
-    /// Started by a `POST /exec` stream, which alone delivers its result.
-    pub owned_by_stream: bool,
-}
-
-/// How a submission went.
-#[derive(Debug)]
-pub enum Submitted {
-    /// It runs; its stdin (already written, if it asked) is in the slot.
-    Started {
-        /// Its id.
-        id: JobId,
-        /// Its stdin.
-        stdin: StdinSlot,
-        /// The data it asked to have written to stdin, still to write (the
-        /// caller writes it, so that it can report a failed write).
-        stdin_data: Option<Vec<u8>>,
-        /// Close stdin after writing.
-        close_stdin: bool,
-    },
-    /// It waits for capacity; its stdin will be written when it starts.
-    Queued {
-        /// Its id.
-        id: JobId,
-    },
-    /// It could not start (it is terminal in the table, to be claimed).
-    Failed {
-        /// Its id.
-        id: JobId,
-    },
-}
-
-/// How a wait for one job ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Awaited {
-    /// The job is terminal (still in the table).
-    Terminal,
-    /// The deadline passed first.
-    Timeout,
-    /// The job left the table (delivered elsewhere).
-    Gone,
 }
 
 impl Jobs {
     /// A service over `init`.
-    pub fn new(init: Init, settings: &Settings) -> Jobs {
+    pub fn new(init: Init, settings: &JobsSettings) -> Jobs {
         let oom = oom::OomCounter::locate();
         match &oom {
             Some(c) => tracing::debug!(counter = %c.path().display(), "reading OOM kills"),
@@ -151,11 +121,11 @@ impl Jobs {
         Jobs::assemble(init, breaker, oom, settings)
     }
 
-    /// A service that starts nothing: every submitted job fails to start (its
-    /// breaker is open for good) and ends in the table as a start error, so
-    /// every tool can be called on it in process without a process being
-    /// spawned or signalled (the fuzz facade, `crate::fuzzing`).
-    pub fn refusing(settings: &Settings) -> Jobs {
+    /// A service that starts nothing: every launched job fails to start (its
+    /// breaker is open for good) and ends as a start error, so every tool
+    /// can be called on it in process without a process being spawned or
+    /// signalled (the fuzz facade, `crate::fuzzing`).
+    pub fn refusing(settings: &JobsSettings) -> Jobs {
         let breaker = breaker::Breaker::refusing("this server starts no processes (fuzzing)");
         Jobs::assemble(Init::inert(), breaker, None, settings)
     }
@@ -164,7 +134,7 @@ impl Jobs {
         init: Init,
         breaker: breaker::Breaker,
         oom: Option<oom::OomCounter>,
-        settings: &Settings,
+        settings: &JobsSettings,
     ) -> Jobs {
         Jobs {
             shared: Arc::new(Shared {
@@ -172,7 +142,7 @@ impl Jobs {
                 init,
                 grace: settings.grace,
                 breaker,
-                sessions: shell_session::Sessions::new(settings.shell_session_idle),
+                shell_sessions: ShellSessions::new(settings.shell_session_idle),
                 resolve_cwd: std::sync::OnceLock::new(),
                 oom,
                 oom_score_adj: settings.oom_score_adj,
@@ -180,20 +150,22 @@ impl Jobs {
         }
     }
 
-    /// The table (lookups, claims, listing).
-    pub fn table(&self) -> &JobTable {
-        &self.shared.table
-    }
-
     /// The shell sessions (SPEC §17), after dropping the expired ones.
-    pub fn sessions(&self) -> &shell_session::Sessions {
+    pub fn shell_sessions(&self) -> &ShellSessions {
         let table = &self.shared.table;
-        self.shared.sessions.expire(|name| table.session_busy(name));
-        &self.shared.sessions
+        self.shared
+            .shell_sessions
+            .expire(|name| table.shell_session_busy(name));
+        &self.shared.shell_sessions
     }
 
-    /// Sets how a shell session's working directory is checked when a job
-    /// of it starts (once, at start-up; without it the path is used as is).
+    /// Whether shell session `name` has a job that is not terminal yet.
+    pub fn shell_session_busy(&self, name: &str) -> bool {
+        self.shared.table.shell_session_busy(name)
+    }
+
+    /// Sets how a job's `cwd` (and a shell session's) is checked when it
+    /// launches (once, at start-up; without it a path is used as is).
     pub fn set_cwd_resolver(&self, resolve: CwdResolver) {
         let _ = self.shared.resolve_cwd.set(resolve);
     }
@@ -201,6 +173,11 @@ impl Jobs {
     /// Whether the circuit breaker refuses new jobs now (SPEC §12.7).
     pub fn breaker_open(&self) -> bool {
         self.shared.breaker.is_open()
+    }
+
+    /// How many jobs run and wait now (SPEC §12.3, §14).
+    pub fn counts(&self) -> (usize, usize) {
+        self.shared.table.counts()
     }
 
     /// Orphaned processes reaped so far (SPEC §14).
@@ -213,122 +190,57 @@ impl Jobs {
         self.shared.init.is_pid1()
     }
 
-    /// Submits a job: it starts now if there is capacity and nobody waits
-    /// before it, otherwise it joins the queue. A start failure leaves a
-    /// terminal job in the table; a full queue refuses it.
-    pub fn submit(&self, req: Request) -> Result<Submitted, QueueFull> {
-        let table = &self.shared.table;
-        let id = table.next_id();
-        let mut job = Job::queued(id, req.pending, req.capture, req.label, req.window);
-        job.owned_by_stream = req.owned_by_stream;
-        job.shell_session = job_session(&job);
-        let admitted = table.submit(job)?;
-        let mut mine = None;
-        for a in admitted {
-            if a.id == id {
-                mine = Some(a);
-            } else {
-                Arc::clone(&self.shared).start_admitted(a, true);
-            }
-        }
-        let Some(a) = mine else {
-            return Ok(Submitted::Queued { id });
-        };
-        let pending = *a.pending;
-        let stdin_data = pending.stdin.clone();
-        let close_stdin = pending.close_stdin;
-        match Arc::clone(&self.shared).start(id, pending) {
-            Some(stdin) => Ok(Submitted::Started {
-                id,
-                stdin,
-                stdin_data,
-                close_stdin,
-            }),
-            None => Ok(Submitted::Failed { id }),
-        }
+    /// Claims job `id`'s terminal result: the only way a result leaves,
+    /// exactly once (`Running`: not terminal yet; `Unknown`: no such job, or
+    /// delivered already).
+    pub fn deliver(&self, id: JobId) -> Claim {
+        self.shared.table.claim(id)
     }
 
-    /// A job that cannot start at all (its `cwd` is unusable): it gets an
-    /// id and a terminal `NotStarted` state but never enters the table, so
-    /// the caller delivers it at once.
-    pub fn not_started(&self, capture: CapturePolicy, label: Option<String>, error: String) -> Job {
-        let mut job = Job::queued(
-            self.shared.table.next_id(),
-            Pending {
-                spec: init::SpawnSpec::shell(""),
-                stdin: None,
-                close_stdin: false,
-                timeout: None,
-                idle_timeout: None,
-                session: None,
-            },
-            capture,
-            label,
-            0,
-        );
-        tracing::info!(job = %job.id, %error, "job failed to start");
-        job.state = JobState::NotStarted { error };
-        job
+    /// Job `id`'s status as `fields` show it; never removes it.
+    pub fn status(&self, id: JobId, fields: Fields) -> Option<Status> {
+        self.shared.table.with(id, |j| Status::of(j, fields))
     }
 
-    /// Waits until job `id` is terminal, it leaves the table, or `deadline`.
-    /// Cancel by dropping the future.
-    pub async fn await_terminal(&self, id: JobId, deadline: Option<Instant>) -> Awaited {
-        let table = &self.shared.table;
-        loop {
-            let changed = table.changed();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            match table.with(id, |j| j.state.is_terminal()) {
-                None => return Awaited::Gone,
-                Some(true) => return Awaited::Terminal,
-                Some(false) => {}
-            }
-            tokio::select! {
-                () = &mut changed => {}
-                () = sleep_until_opt(deadline) => return Awaited::Timeout,
-            }
-        }
-    }
-
-    /// Signals job `id`'s group `pgid` step by step until it is dead
-    /// (init's [`Init::escalate`]: a later step only if something outlived
-    /// the earlier one's wait), and when it is, waits for the job to be
-    /// terminal in the table (its runner reads the last output first).
-    /// `on_phase` hears which part of the death is awaited. Cancel by
-    /// dropping the future.
-    pub async fn terminate(
+    /// Job `id`'s status with the slices asked for; never removes it.
+    pub fn read(
         &self,
         id: JobId,
-        pgid: Pid,
-        steps: &[Step],
-        on_phase: impl FnMut(DeathWait),
-    ) -> Result<Escalation, SignalError> {
-        let escalation = self.shared.init.escalate(pgid, steps, on_phase).await?;
-        if escalation.dead || escalation.already_dead {
-            self.await_terminal(id, None).await;
-        }
-        Ok(escalation)
+        stdout: &StreamSpec,
+        stderr: &StreamSpec,
+        view: &View<'_>,
+    ) -> Option<JobResult> {
+        self.shared
+            .table
+            .with(id, |j| JobResult::with_streams(j, stdout, stderr, view))
     }
 
-    /// Tears job `id` down (a cancelled blocking `execute`, whose caller never
-    /// learnt the id): a queued job is dropped; a running one gets TERM, the
-    /// grace, KILL, and is waited for; then it leaves the table.
+    /// Every job not delivered yet, oldest first.
+    pub fn list(&self) -> Vec<Listed> {
+        self.shared.table.list()
+    }
+
+    /// Tears job `id` down (a cancelled blocking `execute`, whose caller
+    /// never learnt the id; an `/exec` stream whose client left): a queued
+    /// job is dropped; a running one gets TERM, the grace, KILL, and is
+    /// waited for; then it leaves the table.
     pub async fn teardown(&self, id: JobId) {
-        let table = &self.shared.table;
-        if table.cancel_queued(id).is_none()
-            && let Some(Some(pgid)) = table.with(id, |j| j.state.pgid())
+        let shared = &self.shared;
+        if shared.table.cancel_queued(id).is_none()
+            && let Some(Some(pgid)) = shared.table.with(id, |j| j.state.pgid())
         {
             let steps = [
-                Step::new(Signal::TERM, self.shared.grace),
+                Step::new(Signal::TERM, shared.grace),
                 Step::new(Signal::KILL, KILL_WAIT),
             ];
-            if let Err(e) = self.terminate(id, pgid, &steps, |_| {}).await {
-                tracing::warn!(job = %id, error = %e, "tearing a job down");
+            match shared.init.escalate(pgid, &steps, |_| {}).await {
+                Ok(e) if e.dead || e.already_dead => shared.terminal(id).await,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(job = %id, error = %e, "tearing a job down"),
             }
         }
-        table.remove(id);
-        tracing::info!(job = %id, "cancelled execute: job torn down");
+        shared.table.remove(id);
+        tracing::info!(job = %id, "job torn down");
     }
 
     /// Shuts every job down (SPEC §2.5 steps 2–4) and returns what survived.
@@ -344,209 +256,30 @@ impl Jobs {
 }
 
 impl Shared {
-    /// Starts a job the table admitted and returns its stdin slot, or
-    /// records why it could not start (and admits the next one).
-    fn start(self: Arc<Self>, id: JobId, pending: Pending) -> Option<StdinSlot> {
-        let Pending {
-            mut spec,
-            timeout,
-            idle_timeout,
-            session,
-            ..
-        } = pending;
-        let mut complete_env = false;
-        let mut state_pipe = None;
-        let mut session_run = None;
-        if let Some(session) = session {
-            let snap = self.sessions.snapshot(&session.name, &session.owner);
-            let mut cwd_error = None;
-            if !session.own_cwd
-                && let Some(cwd) = snap.cwd
-            {
-                match self.resolve_cwd.get() {
-                    Some(resolve) => match resolve(&cwd) {
-                        Ok(c) => spec.cwd = c,
-                        Err(e) => cwd_error = Some(e),
-                    },
-                    None => spec.cwd = init::Cwd::Path(cwd),
+    /// Waits until job `id` is terminal or has left the table (its runner
+    /// reads the last output before it marks it terminal).
+    async fn terminal(&self, id: JobId) {
+        self.table
+            .watch(false, || {
+                match self.table.with(id, |j| j.state.is_terminal()) {
+                    Some(false) => Check::AGAIN,
+                    Some(true) | None => Check::Done(()),
                 }
-            }
-            if let Some(mut env) = snap.env {
-                env.append(&mut spec.env);
-                spec.env = env;
-                complete_env = true;
-            }
-            if let init::Program::Shell(command) = &spec.program {
-                match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) {
-                    Ok((read, write)) => {
-                        use std::os::fd::AsRawFd;
-                        spec.program =
-                            init::Program::Shell(shell_session::wrap(command, read.as_raw_fd()));
-                        state_pipe = Some((read, write));
-                    }
-                    Err(e) => cwd_error = Some(format!("creating pipes: {e}")),
-                }
-            }
-            if let Some(error) = cwd_error {
-                self.sessions.finish(&session.name, snap.generation, None);
-                tracing::info!(job = %id, %error, "job failed to start");
-                crate::metrics::job_finished("start_error", None);
-                self.table.start_failed(id, error);
-                self.admit_next();
-                return None;
-            }
-            session_run = Some(runner::SessionRun {
-                name: session.name,
-                generation: snap.generation,
-                state: None,
-            });
-        }
-        if spec.setup.oom_score_adj.is_none() {
-            spec.setup.oom_score_adj = self.oom_score_adj;
-        }
-        // Read before the spawn: a rise after it is the job's (SPEC §16).
-        let oom_kills = self.oom.as_ref().and_then(oom::OomCounter::read);
-        let cpu_seconds = spec
-            .setup
-            .limits
-            .iter()
-            .find(|l| l.resource == init::Resource::CpuSeconds)
-            .map(|l| l.soft);
-        let spawned = match self.breaker.check() {
-            Err(refusal) => {
-                crate::metrics::spawn_failed("breaker_open");
-                Err(refusal)
-            }
-            Ok(()) => {
-                use std::os::fd::AsFd;
-                let extras = init::Extras {
-                    fd: state_pipe
-                        .as_ref()
-                        .map(|(_, w)| (w.as_fd(), shell_session::STATE_FD)),
-                    complete_env,
-                };
-                self.init.spawn_with(&spec, extras).map_err(|e| {
-                    self.breaker.failed(&e);
-                    crate::metrics::spawn_failed("spawn_error");
-                    e.to_string()
-                })
-            }
-        };
-        // The child has its copy of the write end; ours must go, or the
-        // state pipe would never reach EOF.
-        let state_read = state_pipe.map(|(read, _write)| read);
-        if let (Some(run), Some(read)) = (session_run.as_mut(), state_read) {
-            run.state = pipe::Receiver::from_owned_fd(read).ok();
-        }
-        let spawned = match spawned {
-            Ok(s) => {
-                self.breaker.succeeded();
-                crate::metrics::job_started();
-                let waited = self.table.with(id, |j| j.queued_at).flatten();
-                crate::metrics::queue_wait(waited.map_or(Duration::ZERO, |q| q.elapsed()));
-                s
-            }
-            Err(error) => {
-                if let Some(run) = &session_run {
-                    self.sessions.finish(&run.name, run.generation, None);
-                }
-                tracing::info!(job = %id, %error, "job failed to start");
-                crate::metrics::job_finished("start_error", None);
-                self.table.start_failed(id, error);
-                self.admit_next();
-                return None;
-            }
-        };
-        let pid = spawned.pid;
-        let pipes = (|| -> std::io::Result<_> {
-            Ok((
-                pipe::Sender::from_owned_fd(spawned.stdin)?,
-                pipe::Receiver::from_owned_fd(spawned.stdout)?,
-                pipe::Receiver::from_owned_fd(spawned.stderr)?,
-            ))
-        })();
-        let (stdin, stdout, stderr) = match pipes {
-            Ok(p) => p,
-            Err(e) => {
-                // Registering fresh pipes with the reactor does not fail in
-                // practice; do not leave the child behind if it does. Its
-                // exit watch is dropped, so the reaper treats it as an orphan.
-                let _ = init::signal_group(pid, Signal::KILL);
-                self.table
-                    .start_failed(id, format!("setting up pipes: {e}"));
-                self.admit_next();
-                return None;
-            }
-        };
-        if !self.table.started(id, pid, Some(stdin)) {
-            // It left the table while it was being started (shutdown).
-            let _ = init::signal_group(pid, Signal::KILL);
-            return None;
-        }
-        let (removed, slot) = self
-            .table
-            .with(id, |j| (j.removed.clone(), j.stdin.clone()))?;
-        let io = runner::Io {
-            stdout,
-            stderr,
-            exit: spawned.exit,
-        };
-        let limits = runner::Limits {
-            deadline: timeout.map(|t| Instant::now() + t),
-            idle: idle_timeout,
-            oom_kills,
-            cpu_seconds,
-        };
-        tokio::spawn(runner::run(
-            Arc::clone(&self),
-            id,
-            pid,
-            io,
-            removed,
-            limits,
-            session_run,
-        ));
-        tracing::debug!(job = %id, pid = pid.0, "job started");
-        Some(slot)
-    }
-
-    /// Starts a job admitted from the queue; `background` writes its stdin
-    /// in a task of its own.
-    fn start_admitted(self: Arc<Self>, admitted: table::Admitted, background: bool) {
-        let pending = *admitted.pending;
-        let data = pending.stdin.clone();
-        let close = pending.close_stdin;
-        let id = admitted.id;
-        if let Some(slot) = self.start(id, pending)
-            && background
-            && (data.is_some() || close)
-        {
-            tokio::spawn(async move {
-                let mut slot = slot.lock().await;
-                if let (Some(tx), Some(data)) = (slot.as_mut(), data.as_deref())
-                    && let Err(e) = tx.write_all(data).await
-                {
-                    tracing::info!(job = %id, error = %e, "writing a queued job's stdin");
-                    *slot = None;
-                }
-                if close {
-                    *slot = None;
-                }
-            });
-        }
+            })
+            .await;
     }
 
     /// Starts queued jobs while there is capacity (after a job ended or
     /// failed to start).
-    pub(crate) fn admit_next(self: &Arc<Self>) {
+    fn admit_next(self: &Arc<Self>) {
         for a in self.table.admit() {
-            Arc::clone(self).start_admitted(a, true);
+            self.start_admitted(a);
         }
     }
 
     /// Ends a job whose deadline passed (`cause`): TERM to its group, the
     /// grace, KILL, in a task of its own (the runner keeps reading).
-    pub(crate) fn expire(self: &Arc<Self>, id: JobId, pgid: Pid, cause: Cause) {
+    fn expire(self: &Arc<Self>, id: JobId, pgid: init::Pid, cause: Cause) {
         self.table.set_cause(id, cause);
         tracing::info!(job = %id, cause = cause.name(), "job deadline: ending it");
         let shared = Arc::clone(self);
@@ -562,16 +295,8 @@ impl Shared {
     }
 }
 
-/// The shell session a job belongs to, from its pending start.
-fn job_session(job: &Job) -> Option<String> {
-    match &job.state {
-        JobState::Queued(Some(p)) => p.session.as_ref().map(|s| s.name.clone()),
-        _ => None,
-    }
-}
-
 /// Sleeps until `deadline`, or forever for `None`.
-pub async fn sleep_until_opt(deadline: Option<Instant>) {
+async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,

@@ -20,24 +20,43 @@
 //!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
 //!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited).
 //!   A 2024-11-05 session sees exactly the reference shapes.
+//!
+//! Which of these a result shows is [`Fields`]: a front-end picks it from
+//! its own wire revision, so `jobs` never names a protocol revision.
 
 use serde::Serialize;
 
-use super::state::{Cause, JobId, JobState, Phase};
-use super::table::{Job, Listed};
+use super::state::{Cause, JobId, JobPhase, JobState};
+use super::table::{Gone, Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec};
-use crate::protocol::version::Revision;
 
 /// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
 /// for the earlier jobs of its shell session.
 pub const QUEUED_FOR: [&str; 2] = ["capacity", "shell_session"];
 
-/// How a session sees results: its revision (which fields exist) and the
-/// redaction applied to every `data` (SPEC §12.6).
+/// Which fields results show: exactly the reference's (Part I, a
+/// 2024-11-05 session), or Part II's too (2025-03-26 on, `POST /exec`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fields {
+    /// The reference's shapes only: `queued` shows as `running`.
+    PartOne,
+    /// Part II's fields too, each when it applies.
+    PartTwo,
+}
+
+impl Fields {
+    /// Whether Part II's fields show.
+    pub fn has_part_two(self) -> bool {
+        self == Fields::PartTwo
+    }
+}
+
+/// How a front-end sees results: which fields exist and the redaction
+/// applied to every `data` (SPEC §12.6).
 #[derive(Clone, Copy)]
 pub struct View<'a> {
-    /// The session's revision.
-    pub revision: Revision,
+    /// Which fields show.
+    pub fields: Fields,
     /// The redactor, when redaction is on.
     pub redact: Option<&'a (dyn Redact + Sync)>,
 }
@@ -70,17 +89,17 @@ pub struct Status {
 }
 
 impl Status {
-    /// The status of job `id` in `phase`, as a session of `revision` sees it.
+    /// The status of job `id` in `phase`, as `fields` show it.
     pub fn new(
         id: JobId,
-        phase: &Phase,
+        phase: &JobPhase,
         cause: Option<Cause>,
         label: Option<&str>,
-        revision: Revision,
+        fields: Fields,
     ) -> Status {
-        let part_two = revision.has_part_two();
+        let part_two = fields.has_part_two();
         let state = match phase {
-            Phase::Queued if !part_two => "running",
+            JobPhase::Queued if !part_two => "running",
             // A deadline ends a job as an error even if it exited 0 after
             // TERM (SPEC §12.1); other causes never change the state.
             p if p.is_terminal() && cause.is_some_and(Cause::is_deadline) => "error",
@@ -89,7 +108,7 @@ impl Status {
         let mut s = Status {
             job_id: id,
             state,
-            queued_for: (part_two && *phase == Phase::Queued).then_some(QUEUED_FOR[0]),
+            queued_for: (part_two && *phase == JobPhase::Queued).then_some(QUEUED_FOR[0]),
             label: label.filter(|_| part_two).map(str::to_owned),
             exit_code: None,
             signal: None,
@@ -97,37 +116,37 @@ impl Status {
             start_error: None,
         };
         match phase {
-            Phase::Queued | Phase::Running => {}
-            Phase::Exited(code) => s.exit_code = Some(*code),
-            Phase::Signaled(signal) => {
+            JobPhase::Queued | JobPhase::Running => {}
+            JobPhase::Exited(code) => s.exit_code = Some(*code),
+            JobPhase::Signaled(signal) => {
                 s.exit_code = Some(-1);
                 s.signal = Some(signal.description());
                 s.signal_number = Some(signal.as_raw());
             }
-            Phase::NotStarted(error) => {
+            JobPhase::NotStarted(error) => {
                 s.exit_code = Some(-1);
                 s.start_error = Some(error.clone());
             }
-            Phase::Lost => s.exit_code = Some(-1),
+            JobPhase::Lost => s.exit_code = Some(-1),
         }
         s
     }
 
-    /// The status of a job in the table.
-    pub fn of(job: &Job, revision: Revision) -> Status {
+    /// The status of a job.
+    pub fn of(job: &Job, fields: Fields) -> Status {
         Status::new(
             job.id,
             &job.phase(),
             job.cause,
             job.label.as_deref(),
-            revision,
+            fields,
         )
-        .waiting_for_session(job.waits_for_session)
+        .waiting_for_shell_session(job.waits_for_shell_session)
     }
 
     /// `queued_for: "shell_session"` for a job queued behind an earlier job
     /// of its shell session (SPEC §17).
-    fn waiting_for_session(mut self, waits: bool) -> Status {
+    fn waiting_for_shell_session(mut self, waits: bool) -> Status {
         if waits && self.queued_for.is_some() {
             self.queued_for = Some(QUEUED_FOR[1]);
         }
@@ -135,9 +154,14 @@ impl Status {
     }
 
     /// The status of a listed job.
-    pub fn listed(l: &Listed, revision: Revision) -> Status {
-        Status::new(l.id, &l.phase, None, l.label.as_deref(), revision)
-            .waiting_for_session(l.waits_for_session)
+    pub fn listed(l: &Listed, fields: Fields) -> Status {
+        Status::new(l.id, &l.phase, None, l.label.as_deref(), fields)
+            .waiting_for_shell_session(l.waits_for_shell_session)
+    }
+
+    /// How a job ended whose result another request took.
+    pub fn gone(g: &Gone, fields: Fields) -> Status {
+        Status::new(g.id, &g.phase, g.cause, g.label.as_deref(), fields)
     }
 }
 
@@ -180,9 +204,9 @@ impl JobResult {
         stderr: &StreamSpec,
         view: &View<'_>,
     ) -> JobResult {
-        let revision = view.revision;
+        let fields = view.fields;
         let mut r = JobResult {
-            status: Status::of(job, revision),
+            status: Status::of(job, fields),
             timed_out: None,
             cause: None,
             started_at: None,
@@ -195,7 +219,7 @@ impl JobResult {
                 .stderr
                 .slice_with(stderr, view.redact.map(|r| r as &dyn Redact)),
         };
-        if revision.has_part_two() && job.state.is_terminal() {
+        if fields.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {
                 r.timed_out = cause.is_deadline().then_some(true);
                 r.cause = Some(cause.name());
@@ -236,12 +260,11 @@ fn millis(d: std::time::Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::version::LATEST;
 
     #[test]
     fn only_a_deadline_turns_an_exit_0_into_an_error() {
-        let rev = Revision::negotiate(Some(LATEST));
-        let state = |cause| Status::new(JobId(1), &Phase::Exited(0), cause, None, rev).state;
+        let fields = Fields::PartTwo;
+        let state = |cause| Status::new(JobId(1), &JobPhase::Exited(0), cause, None, fields).state;
         assert_eq!(state(None), "success");
         assert_eq!(state(Some(Cause::Shutdown)), "success");
         assert_eq!(state(Some(Cause::Killed)), "success");

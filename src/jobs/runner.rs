@@ -23,7 +23,7 @@ use std::time::Duration;
 use init::{Pid, Signal};
 use tokio::time::Instant;
 
-use super::{Cause, JobId, JobTable, Outcome, Shared, Stream, shell_session, sleep_until_opt};
+use super::{Cause, ExitOutcome, JobId, JobTable, Shared, Stream, shell_session, sleep_until_opt};
 
 /// Read size. One buffer per runtime thread, not per job: reads are
 /// synchronous (`try_read` between awaits), so a thread-local is never
@@ -144,7 +144,7 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
 
 /// A shell-session job's state pipe and where its state goes (SPEC §17).
 #[derive(Debug)]
-pub struct SessionRun {
+pub struct ShellSessionRun {
     /// The session.
     pub name: String,
     /// The session's generation when the job started.
@@ -218,7 +218,7 @@ pub struct Limits {
 
 /// How the direct child ended, as the reaper reported it.
 struct Ended {
-    outcome: Outcome,
+    outcome: ExitOutcome,
     /// Its CPU time (`wait4`), when its status arrived.
     cpu: Option<Duration>,
 }
@@ -241,15 +241,15 @@ fn kernel_cause(
     }
     let before = limits.oom_kills;
     match end.outcome {
-        Outcome::Signaled(s)
+        ExitOutcome::Signaled(s)
             if u32::try_from(s.as_raw())
                 .is_ok_and(|bit| kill_signals & 1u128.checked_shl(bit).unwrap_or(0) != 0) =>
         {
             Some(Cause::Killed)
         }
-        Outcome::Signaled(s) if s == Signal::XCPU => Some(Cause::CpuLimit),
-        Outcome::Signaled(s) if s == Signal::XFSZ => Some(Cause::FileSizeLimit),
-        Outcome::Signaled(s) if s == Signal::KILL => {
+        ExitOutcome::Signaled(s) if s == Signal::XCPU => Some(Cause::CpuLimit),
+        ExitOutcome::Signaled(s) if s == Signal::XFSZ => Some(Cause::FileSizeLimit),
+        ExitOutcome::Signaled(s) if s == Signal::KILL => {
             let oom = counter
                 .and_then(super::oom::OomCounter::read)
                 .zip(before)
@@ -288,7 +288,7 @@ pub(crate) async fn run(
     io: Io,
     removed: CancellationToken,
     limits: Limits,
-    mut session: Option<SessionRun>,
+    mut session: Option<ShellSessionRun>,
 ) {
     let Io {
         stdout,
@@ -318,16 +318,16 @@ pub(crate) async fn run(
                 }
                 let ended = match status {
                     Ok(Reaped { status: ExitStatus::Exited(code), cpu }) => Ended {
-                        outcome: Outcome::Exited(code),
+                        outcome: ExitOutcome::Exited(code),
                         cpu: Some(cpu),
                     },
                     Ok(Reaped { status: ExitStatus::Signaled(signal), cpu }) => Ended {
-                        outcome: Outcome::Signaled(signal),
+                        outcome: ExitOutcome::Signaled(signal),
                         cpu: Some(cpu),
                     },
                     Err(e) => {
                         tracing::error!(job = %id, error = %e, "exit status lost");
-                        Ended { outcome: Outcome::Lost, cpu: None }
+                        Ended { outcome: ExitOutcome::Lost, cpu: None }
                     }
                 };
                 let end = ended.outcome;
@@ -342,14 +342,14 @@ pub(crate) async fn run(
                     if let Some(rx) = state_rx.take() {
                         state.drain_present(&rx);
                     }
-                    let on_its_own = matches!(end, Outcome::Exited(_))
+                    let on_its_own = matches!(end, ExitOutcome::Exited(_))
                         && !expired
                         && table.with(id, |j| j.cause.is_none()).unwrap_or(false);
                     let adopted = (on_its_own && !state.overflow)
                         .then(|| shell_session::parse_state(&state.bytes))
                         .flatten();
                     tracing::debug!(job = %id, session = %run.name, adopted = adopted.is_some(), "session job ended");
-                    shared.sessions.finish(&run.name, run.generation, adopted);
+                    shared.shell_sessions.finish(&run.name, run.generation, adopted);
                     state = StateBuf::default();
                 }
                 if table.set_terminal(id, end) {
@@ -359,9 +359,9 @@ pub(crate) async fn run(
                 crate::metrics::job_finished(
                     match end {
                         _ if expired => "timeout",
-                        Outcome::Exited(0) => "success",
-                        Outcome::Signaled(_) => "signal",
-                        Outcome::Exited(_) | Outcome::Lost | Outcome::Running => "error",
+                        ExitOutcome::Exited(0) => "success",
+                        ExitOutcome::Signaled(_) => "signal",
+                        ExitOutcome::Exited(_) | ExitOutcome::Lost | ExitOutcome::Running => "error",
                     },
                     ours.or(kernel).map(Cause::name),
                 );

@@ -59,23 +59,23 @@ pub struct Pending {
     /// End it when it writes nothing for this long (SPEC §12.9).
     pub idle_timeout: Option<std::time::Duration>,
     /// The shell session it runs in (SPEC §17).
-    pub session: Option<SessionUse>,
+    pub shell_session: Option<ShellSessionUse>,
 }
 
 /// How a job uses its shell session.
 #[derive(Debug, Clone)]
-pub struct SessionUse {
+pub struct ShellSessionUse {
     /// The session's name.
     pub name: String,
     /// Its owner (the job's `user`; `None`: the server's).
-    pub owner: super::shell_session::Owner,
+    pub owner: super::shell_session::ShellSessionOwner,
     /// The job gave its own `cwd`, which wins over the session's.
     pub own_cwd: bool,
 }
 
 /// How a started job's direct child is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ExitOutcome {
     /// Not reaped yet (or the output it wrote before exiting not read yet,
     /// SPEC §5.3).
     Running,
@@ -112,7 +112,7 @@ pub enum JobState {
         /// Its timing.
         ran: Ran,
         /// How the direct child is doing.
-        outcome: Outcome,
+        outcome: ExitOutcome,
     },
     /// It never ran: the spawn failed, or it was cancelled while queued.
     NotStarted {
@@ -124,7 +124,7 @@ pub enum JobState {
 /// What a job's state looks like from outside: a copy without the pending
 /// start, for rendering after the table lock is gone.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub enum JobPhase {
     /// Waiting for capacity.
     Queued,
     /// Running.
@@ -141,16 +141,16 @@ pub enum Phase {
 
 impl JobState {
     /// The outside view.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> JobPhase {
         match self {
-            JobState::Queued(_) => Phase::Queued,
+            JobState::Queued(_) => JobPhase::Queued,
             JobState::Started { outcome, .. } => match *outcome {
-                Outcome::Running => Phase::Running,
-                Outcome::Exited(code) => Phase::Exited(code),
-                Outcome::Signaled(signal) => Phase::Signaled(signal),
-                Outcome::Lost => Phase::Lost,
+                ExitOutcome::Running => JobPhase::Running,
+                ExitOutcome::Exited(code) => JobPhase::Exited(code),
+                ExitOutcome::Signaled(signal) => JobPhase::Signaled(signal),
+                ExitOutcome::Lost => JobPhase::Lost,
             },
-            JobState::NotStarted { error } => Phase::NotStarted(error.clone()),
+            JobState::NotStarted { error } => JobPhase::NotStarted(error.clone()),
         }
     }
 
@@ -173,26 +173,26 @@ impl JobState {
     }
 }
 
-impl Phase {
+impl JobPhase {
     /// Whether the job is over.
     pub fn is_terminal(&self) -> bool {
-        !matches!(self, Phase::Queued | Phase::Running)
+        !matches!(self, JobPhase::Queued | JobPhase::Running)
     }
 
     /// The wire name: `queued`, `running`, `success` or `error`.
     /// (2024-11-05 sessions show `queued` as `running`: see the renderer.)
     pub fn name(&self) -> &'static str {
         match self {
-            Phase::Queued => "queued",
-            Phase::Running => "running",
-            Phase::Exited(0) => "success",
+            JobPhase::Queued => "queued",
+            JobPhase::Running => "running",
+            JobPhase::Exited(0) => "success",
             _ => "error",
         }
     }
 
     /// Whether the job succeeded (exit code 0).
     pub fn is_success(&self) -> bool {
-        matches!(self, Phase::Exited(0))
+        matches!(self, JobPhase::Exited(0))
     }
 }
 
@@ -258,6 +258,30 @@ pub enum Stream {
     Stderr,
 }
 
+impl Stream {
+    /// The wire name: `stdout` or `stderr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Who receives a job's terminal result (SPEC Part III, "exactly-once,
+/// generalised"). Set at launch, never changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The caller: MCP `execute`, `wait` or `kill`, whichever claims it
+    /// first.
+    Caller,
+    /// A stream (`POST /exec`, SPEC §11.2), which alone delivers it: `wait`
+    /// refuses the job, `kill` signals it but never claims it, and a queued
+    /// one is cancelled in place for its stream to deliver.
+    Stream,
+    // Later: `Task` (SPEC §19), which keeps the result until its TTL.
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,12 +299,12 @@ mod tests {
 
     #[test]
     fn only_exit_code_zero_is_success_and_a_lost_status_is_an_error() {
-        assert_eq!(Phase::Exited(0).name(), "success");
-        assert_eq!(Phase::Exited(3).name(), "error");
-        assert_eq!(Phase::Lost.name(), "error");
-        assert!(Phase::Lost.is_terminal());
-        assert!(!Phase::Running.is_terminal());
-        assert!(!Phase::Queued.is_terminal());
-        assert_eq!(Phase::Queued.name(), "queued");
+        assert_eq!(JobPhase::Exited(0).name(), "success");
+        assert_eq!(JobPhase::Exited(3).name(), "error");
+        assert_eq!(JobPhase::Lost.name(), "error");
+        assert!(JobPhase::Lost.is_terminal());
+        assert!(!JobPhase::Running.is_terminal());
+        assert!(!JobPhase::Queued.is_terminal());
+        assert_eq!(JobPhase::Queued.name(), "queued");
     }
 }

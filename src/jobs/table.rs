@@ -1,9 +1,11 @@
-//! The job table: the one structure shared between requests.
+//! The job table: the one structure shared between requests, private to
+//! `jobs` (front-ends reach it only through the verbs of [`super::Jobs`]).
 //!
 //! It owns every job that has not been delivered yet: its state, its two
-//! output windows, its capture policy and its stdin. Each job also has a
-//! runner task ([`super::runner`]) that owns the job's stdout/stderr pipes
-//! and its exit watch and writes what it reads into the table.
+//! output windows, its capture policy, its owner and its stdin. Each job
+//! also has a runner task ([`super::runner`]) that owns the job's
+//! stdout/stderr pipes and its exit watch and writes what it reads into the
+//! table.
 //!
 //! # Invariants
 //! - The lock is a `std::sync::Mutex`, held only for short synchronous
@@ -13,27 +15,36 @@
 //!   the pipe data present at that moment was read (SPEC §5.3), so a terminal
 //!   job's windows already hold every byte the child wrote.
 //! - **Exactly-once delivery**: a terminal result leaves the table only
-//!   through [`JobTable::claim`] or [`JobTable::claim_terminal_among`], which
-//!   remove the job in the same critical section that checks it is terminal.
-//!   Whoever claims first gets it; every later claim sees the job gone.
+//!   through [`JobTable::claim`], [`JobTable::claim_terminal_among`] or
+//!   [`JobTable::cancel_queued`], which remove the job in the same critical
+//!   section that checks it is terminal (or makes it so). Whoever claims
+//!   first gets it; every later claim sees the job gone.
+//! - **A kill answers with the death it caused**: while a `kill` signals a
+//!   job its caller owns ([`JobTable::reserve`]), a `wait` does not claim it
+//!   (it sees the job as pending), so the kill's answer carries the result
+//!   and the waiter learns where it went, whichever task the runtime wakes
+//!   first.
+//! - **Waiters learn where a result went** (SPEC §4.8a): a `wait` registers
+//!   its jobs ([`JobTable::register_waiter`]) while they exist; a registered
+//!   job that leaves the table terminal leaves a [`Gone`] record of how it
+//!   ended, kept exactly as long as a registered waiter may ask for it. A
+//!   request that starts after the job left finds no record.
 //! - Every state change that a waiter may care about (started, terminal,
 //!   removed) is followed by [`Notify::notify_waiters`] on `changed`, and
-//!   every output chunk by the same on `output`; waiters enable their
-//!   `Notified` before checking the table, so no wake-up is lost.
+//!   every output chunk by the same on `output`. [`JobTable::watch`] is the
+//!   one loop that waits on them: it enables its `Notified` before it checks
+//!   the table, so no wake-up is lost.
 //! - **Admission** (SPEC §12.3): every job enters as `Queued` and the FIFO
 //!   `queue` of ids; [`JobTable::admit`] takes jobs off its front while
 //!   fewer than `max_running` are running, in the same critical section that
 //!   counts them. `running` counts jobs admitted and not yet terminal (the
 //!   spawn in progress included); it drops exactly once per job, when the job
 //!   becomes terminal or leaves the table while still running.
-//! - **Shell-session lanes** (SPEC §17): of the jobs of one shell session,
-//!   only the oldest not yet terminal (the lane's `current`) is in the
-//!   capacity FIFO or running; the later ones wait in the lane, outside the
-//!   FIFO, so a session never holds up other jobs. When `current` becomes
-//!   terminal or leaves the table, the next one moves to the back of the
-//!   FIFO in the same critical section. The runner adopts a job's session
-//!   state *before* marking it terminal, so the next job starts with it.
-use std::collections::btree_map::Entry;
+//! - **Shell-session lanes** (SPEC §17, [`Lanes`]): of the jobs of one shell
+//!   session, only the oldest not yet terminal is in the capacity FIFO or
+//!   running; the lanes change only in the table's critical sections. The
+//!   runner adopts a job's shell-session state *before* marking it
+//!   terminal, so the next job starts with it.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -43,63 +54,69 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::state::{Cause, JobId, JobState, Outcome, Pending, Phase, Ran, Stream};
+use super::shell_session::lanes::Lanes;
+use super::state::{Cause, ExitOutcome, JobId, JobPhase, JobState, Owner, Pending, Ran, Stream};
 use crate::capture::{CapturePolicy, Window};
 
 /// A job's stdin: `None` once closed (or before it started).
-pub type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
+pub(super) type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
 
-/// One job.
+/// One job. Its fields are `jobs`' own: front-ends hold a delivered job
+/// only to render it ([`super::result`]).
 #[derive(Debug)]
 pub struct Job {
     /// Its id.
-    pub id: JobId,
+    pub(super) id: JobId,
     /// Its state.
-    pub state: JobState,
+    pub(super) state: JobState,
+    /// Who receives its result. Set at launch, never changed.
+    pub(super) owner: Owner,
     /// Its label (SPEC §12.4).
-    pub label: Option<String>,
+    pub(super) label: Option<String>,
     /// Why it ended, when known (the server's reason, or the kernel's).
-    pub cause: Option<Cause>,
+    pub(super) cause: Option<Cause>,
     /// The signals our `kill` sent it (bit n for signal n): its death by
     /// one of them is `cause: "killed"`.
-    pub kill_signals: u128,
+    pub(super) kill_signals: u128,
     /// When it entered the queue, if it had to wait there.
-    pub queued_at: Option<Instant>,
+    pub(super) queued_at: Option<Instant>,
     /// When it last wrote output (or started).
-    pub last_output: Instant,
+    pub(super) last_output: Instant,
     /// stdout window.
-    pub stdout: Window,
+    pub(super) stdout: Window,
     /// stderr window.
-    pub stderr: Window,
+    pub(super) stderr: Window,
     /// What to deliver when it ends.
-    pub capture: CapturePolicy,
-    /// Its stdin (shared with `input` calls, which write outside the lock).
-    pub stdin: StdinSlot,
+    pub(super) capture: CapturePolicy,
+    /// Its stdin (written outside the lock by [`super::Jobs::write_stdin`]).
+    pub(super) stdin: StdinSlot,
     /// Cancelled when the job leaves the table: stops its runner.
-    pub removed: CancellationToken,
-    /// Started by a `POST /exec` stream (SPEC §11.2), which alone delivers
-    /// its result: `wait` refuses it, `kill` signals it but never claims it.
-    /// Set at submission, never changed.
-    pub owned_by_stream: bool,
-    /// The shell session it belongs to (SPEC §17). Set at submission.
-    pub shell_session: Option<String>,
+    pub(super) removed: CancellationToken,
+    /// The shell session it belongs to (SPEC §17). Set at launch.
+    pub(super) shell_session: Option<String>,
     /// Queued behind an earlier job of its shell session (not yet in the
     /// capacity FIFO).
-    pub waits_for_session: bool,
+    pub(super) waits_for_shell_session: bool,
+    /// Blocking `wait` calls that listed it (see [`Gone`]).
+    waiters: usize,
+    /// `kill` calls signalling it that will claim it ([`JobTable::reserve`]).
+    signalling: usize,
 }
 
 impl Job {
-    /// A new queued job.
-    pub fn queued(
+    /// A new queued job, owned by its caller.
+    pub(super) fn queued(
         id: JobId,
         pending: Pending,
         capture: CapturePolicy,
         label: Option<String>,
         window: usize,
     ) -> Job {
+        let shell_session = pending.shell_session.as_ref().map(|s| s.name.clone());
         Job {
             id,
             state: JobState::Queued(Some(Box::new(pending))),
+            owner: Owner::Caller,
             label,
             cause: None,
             kill_signals: 0,
@@ -110,15 +127,34 @@ impl Job {
             capture,
             stdin: StdinSlot::default(),
             removed: CancellationToken::new(),
-            owned_by_stream: false,
-            shell_session: None,
-            waits_for_session: false,
+            shell_session,
+            waits_for_shell_session: false,
+            waiters: 0,
+            signalling: 0,
         }
     }
 
     /// The outside view of its state.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> JobPhase {
         self.state.phase()
+    }
+
+    /// Bytes `stream` wrote in all (retained or not).
+    pub fn total_bytes(&self, stream: Stream) -> u64 {
+        match stream {
+            Stream::Stdout => self.stdout.total(),
+            Stream::Stderr => self.stderr.total(),
+        }
+    }
+
+    /// Its listing entry.
+    pub(super) fn listed(&self) -> Listed {
+        Listed {
+            id: self.id,
+            phase: self.phase(),
+            label: self.label.clone(),
+            waits_for_shell_session: self.waits_for_shell_session,
+        }
     }
 }
 
@@ -133,13 +169,22 @@ pub enum Claim {
     Unknown,
 }
 
+/// A queued job cancelled before it started.
+#[derive(Debug)]
+pub(super) enum Cancelled {
+    /// Taken out of the table, for the canceller to deliver.
+    Removed(Box<Job>),
+    /// Left in the table, terminal, for its stream to deliver.
+    InPlace,
+}
+
 /// A job admitted to start: the caller spawns it.
 #[derive(Debug)]
-pub struct Admitted {
+pub(super) struct Admitted {
     /// Its id.
-    pub id: JobId,
+    pub(super) id: JobId,
     /// What to start.
-    pub pending: Box<Pending>,
+    pub(super) pending: Box<Pending>,
 }
 
 /// A listed job.
@@ -148,11 +193,26 @@ pub struct Listed {
     /// Its id.
     pub id: JobId,
     /// Its state.
-    pub phase: Phase,
+    pub phase: JobPhase,
     /// Its label.
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
-    pub waits_for_session: bool,
+    pub waits_for_shell_session: bool,
+}
+
+/// How a job that a waiter listed ended, after another request took its
+/// result (SPEC §4.8a: the waiter answers with it and
+/// `result_delivered_elsewhere: true`).
+#[derive(Debug, Clone)]
+pub struct Gone {
+    /// Its id.
+    pub id: JobId,
+    /// How it ended.
+    pub phase: JobPhase,
+    /// Why, when known.
+    pub cause: Option<Cause>,
+    /// Its label.
+    pub label: Option<String>,
 }
 
 /// The queue is full: `(running, queued)`.
@@ -164,66 +224,77 @@ pub struct QueueFull {
     pub queued: usize,
 }
 
+/// What a [`JobTable::watch`] check decided.
+pub(super) enum Check<R> {
+    /// Done: this is the answer.
+    Done(R),
+    /// Look again at the next change (and output, if watched), or at
+    /// `until`.
+    Wait {
+        /// When to look again even without a change.
+        until: Option<Instant>,
+    },
+}
+
+impl<R> Check<R> {
+    /// Look again at the next change.
+    pub(super) const AGAIN: Check<R> = Check::Wait { until: None };
+}
+
 struct Inner {
     next: u64,
     jobs: BTreeMap<JobId, Job>,
     queue: VecDeque<JobId>,
     running: usize,
     /// The serial lane of every shell session with a job not yet terminal.
-    lanes: HashMap<String, Lane>,
-    /// Jobs waiting in lanes (counted against `max_queued`).
-    lane_waiting: usize,
-}
-
-/// A shell session's jobs not yet terminal.
-#[derive(Debug, Default)]
-struct Lane {
-    /// The one job of the session that may run (queued in the FIFO or
-    /// running).
-    current: Option<JobId>,
-    /// The later ones, in order.
-    waiting: VecDeque<JobId>,
+    lanes: Lanes,
+    /// How registered jobs that left the table ended, with the number of
+    /// waiters that may still ask.
+    gone: HashMap<JobId, (Gone, usize)>,
 }
 
 impl Inner {
-    /// Job `id` no longer holds its session's lane (it is terminal or gone):
-    /// the lane's next job moves to the back of the FIFO.
-    fn release_lane(&mut self, id: JobId, session: Option<&str>) {
-        let Some(name) = session else { return };
-        let Some(lane) = self.lanes.get_mut(name) else {
-            return;
-        };
-        if lane.current == Some(id) {
-            lane.current = None;
-            while let Some(next) = lane.waiting.pop_front() {
-                self.lane_waiting = self.lane_waiting.saturating_sub(1);
-                if let Some(job) = self.jobs.get_mut(&next)
-                    && job.waits_for_session
-                {
-                    job.waits_for_session = false;
-                    lane.current = Some(next);
-                    self.queue.push_back(next);
-                    break;
-                }
+    /// Job `id` no longer holds its shell session's lane (it is terminal or
+    /// gone): the lane's next job moves to the back of the FIFO.
+    fn release_lane(&mut self, id: JobId, shell_session: Option<&str>) {
+        let Some(name) = shell_session else { return };
+        let jobs = &mut self.jobs;
+        let next = self.lanes.release(id, name, |j| {
+            jobs.get(&j).is_some_and(|j| j.waits_for_shell_session)
+        });
+        if let Some(next) = next {
+            if let Some(job) = self.jobs.get_mut(&next) {
+                job.waits_for_shell_session = false;
             }
-        } else if let Some(pos) = lane.waiting.iter().position(|w| *w == id) {
-            lane.waiting.remove(pos);
-            self.lane_waiting = self.lane_waiting.saturating_sub(1);
-        }
-        if lane.current.is_none() && lane.waiting.is_empty() {
-            self.lanes.remove(name);
+            self.queue.push_back(next);
         }
     }
 
     /// `release_lane` for a job still in the map.
     fn release_lane_of(&mut self, id: JobId) {
-        let session = self.jobs.get(&id).and_then(|j| j.shell_session.clone());
-        self.release_lane(id, session.as_deref());
+        let shell_session = self.jobs.get(&id).and_then(|j| j.shell_session.clone());
+        self.release_lane(id, shell_session.as_deref());
+    }
+
+    /// Takes job `id` out of the map; a terminal one that waiters listed
+    /// leaves its [`Gone`] record for them.
+    fn take(&mut self, id: JobId) -> Option<Job> {
+        let job = self.jobs.remove(&id)?;
+        if job.waiters > 0 && job.state.is_terminal() {
+            let gone = Gone {
+                id,
+                phase: job.phase(),
+                cause: job.cause,
+                label: job.label.clone(),
+            };
+            self.gone.insert(id, (gone, job.waiters));
+        }
+        Some(job)
     }
 }
 
 /// The job table.
-pub struct JobTable {
+pub(super) struct JobTable {
     inner: Mutex<Inner>,
     changed: Notify,
     output: Notify,
@@ -234,15 +305,15 @@ pub struct JobTable {
 impl JobTable {
     /// An empty table that runs at most `max_running` jobs at once and
     /// queues at most `max_queued` more.
-    pub fn new(max_running: usize, max_queued: usize) -> JobTable {
+    pub(super) fn new(max_running: usize, max_queued: usize) -> JobTable {
         JobTable {
             inner: Mutex::new(Inner {
                 next: 1,
                 jobs: BTreeMap::new(),
                 queue: VecDeque::new(),
                 running: 0,
-                lanes: HashMap::new(),
-                lane_waiting: 0,
+                lanes: Lanes::default(),
+                gone: HashMap::new(),
             }),
             changed: Notify::new(),
             output: Notify::new(),
@@ -257,8 +328,35 @@ impl JobTable {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The one "enable the notification, check, wait" loop (SPEC §18):
+    /// calls `check` until it is done, waking on every state change, on
+    /// every output chunk too when `output`, and at the `until` the check
+    /// asked for. The `Notified` futures are enabled *before* `check` looks
+    /// at the table, so a change between the look and the wait is never
+    /// lost. Cancel by dropping the future.
+    pub(super) async fn watch<R>(&self, output: bool, mut check: impl FnMut() -> Check<R>) -> R {
+        loop {
+            let changed = self.changed.notified();
+            let written = self.output.notified();
+            tokio::pin!(changed, written);
+            changed.as_mut().enable();
+            if output {
+                written.as_mut().enable();
+            }
+            let until = match check() {
+                Check::Done(r) => return r,
+                Check::Wait { until } => until,
+            };
+            tokio::select! {
+                () = &mut changed => {}
+                () = &mut written, if output => {}
+                () = super::sleep_until_opt(until) => {}
+            }
+        }
+    }
+
     /// A fresh, never reused id.
-    pub fn next_id(&self) -> JobId {
+    pub(super) fn next_id(&self) -> JobId {
         let mut inner = self.lock();
         let id = JobId(inner.next);
         inner.next += 1;
@@ -266,30 +364,30 @@ impl JobTable {
     }
 
     /// How many jobs run and wait now.
-    pub fn counts(&self) -> (usize, usize) {
+    pub(super) fn counts(&self) -> (usize, usize) {
         let inner = self.lock();
-        (inner.running, inner.queue.len() + inner.lane_waiting)
+        (inner.running, inner.queue.len() + inner.lanes.waiting())
     }
 
     /// Whether shell session `name` has a job that is not terminal yet.
-    pub fn session_busy(&self, name: &str) -> bool {
-        self.lock().lanes.contains_key(name)
+    pub(super) fn shell_session_busy(&self, name: &str) -> bool {
+        self.lock().lanes.busy(name)
     }
 
     /// Adds a queued job (see [`Job::queued`]) at the back of the queue and
     /// admits what can start now, in one critical section. A job that cannot
     /// start at once is marked as having waited. Refused when the queue is
     /// full and the job could not start at once.
-    pub fn submit(&self, mut job: Job) -> Result<Vec<Admitted>, QueueFull> {
+    pub(super) fn submit(&self, mut job: Job) -> Result<Vec<Admitted>, QueueFull> {
         let id = job.id;
         let admitted = {
             let mut inner = self.lock();
             let behind = job
                 .shell_session
                 .as_ref()
-                .is_some_and(|s| inner.lanes.get(s).is_some_and(|l| l.current.is_some()));
+                .is_some_and(|s| inner.lanes.held(s));
             let starts_now = !behind && inner.queue.is_empty() && inner.running < self.max_running;
-            let queued = inner.queue.len() + inner.lane_waiting;
+            let queued = inner.queue.len() + inner.lanes.waiting();
             if !starts_now && queued >= self.max_queued {
                 return Err(QueueFull {
                     running: inner.running,
@@ -299,19 +397,14 @@ impl JobTable {
             if !starts_now {
                 job.queued_at = Some(Instant::now());
             }
-            let session = job.shell_session.clone();
-            job.waits_for_session = behind;
+            let shell_session = job.shell_session.clone();
+            job.waits_for_shell_session = behind;
             inner.jobs.insert(id, job);
-            match session {
-                Some(name) if behind => {
-                    inner.lanes.entry(name).or_default().waiting.push_back(id);
-                    inner.lane_waiting += 1;
-                }
-                Some(name) => {
-                    inner.lanes.entry(name).or_default().current = Some(id);
-                    inner.queue.push_back(id);
-                }
-                None => inner.queue.push_back(id),
+            if let Some(name) = shell_session {
+                inner.lanes.enter(name, id, behind);
+            }
+            if !behind {
+                inner.queue.push_back(id);
             }
             self.admit_locked(&mut inner)
         };
@@ -320,7 +413,7 @@ impl JobTable {
     }
 
     /// Takes jobs off the front of the queue while there is capacity.
-    pub fn admit(&self) -> Vec<Admitted> {
+    pub(super) fn admit(&self) -> Vec<Admitted> {
         let admitted = self.admit_locked(&mut self.lock());
         if !admitted.is_empty() {
             self.changed.notify_waiters();
@@ -348,7 +441,7 @@ impl JobTable {
     /// Records that an admitted job started. Returns `false` when the job
     /// left the table meanwhile (the caller must not leave its process
     /// behind).
-    pub fn started(&self, id: JobId, pgid: Pid, stdin: Option<pipe::Sender>) -> bool {
+    pub(super) fn started(&self, id: JobId, pgid: Pid, stdin: Option<pipe::Sender>) -> bool {
         let found = {
             let mut inner = self.lock();
             match inner.jobs.get_mut(&id) {
@@ -360,7 +453,7 @@ impl JobTable {
                             wall: std::time::SystemTime::now(),
                             until: None,
                         },
-                        outcome: Outcome::Running,
+                        outcome: ExitOutcome::Running,
                     };
                     job.last_output = Instant::now();
                     if let Ok(mut slot) = job.stdin.try_lock() {
@@ -376,98 +469,67 @@ impl JobTable {
     }
 
     /// Records that an admitted job could not start: it is terminal and its
-    /// capacity is free again.
-    pub fn start_failed(&self, id: JobId, error: String) {
+    /// capacity is free again. A job that left the table meanwhile gave its
+    /// capacity back when it left ([`JobTable::remove`]).
+    pub(super) fn start_failed(&self, id: JobId, error: String) {
         {
             let mut inner = self.lock();
-            inner.running = inner.running.saturating_sub(1);
             if let Some(job) = inner.jobs.get_mut(&id) {
                 job.state = JobState::NotStarted { error };
+                inner.running = inner.running.saturating_sub(1);
+                inner.release_lane_of(id);
             }
-            inner.release_lane_of(id);
         }
         self.changed.notify_waiters();
     }
 
-    /// Takes a job that is still waiting in the queue out of the table, as
-    /// cancelled before start. `None` when it is not waiting (running, being
-    /// started, terminal or unknown).
-    pub fn cancel_queued(&self, id: JobId) -> Option<Job> {
-        let (job, idle) = {
+    /// Cancels a job that is still waiting in the queue: it leaves the queue
+    /// and its lane and becomes terminal (`cancelled before start`). A job
+    /// its caller owns is taken out for the canceller to deliver; one a
+    /// stream owns stays for its stream. `None` when it is not waiting
+    /// (running, being started, terminal or unknown).
+    pub(super) fn cancel_queued(&self, id: JobId) -> Option<Cancelled> {
+        let (cancelled, idle) = {
             let mut inner = self.lock();
-            let waiting = inner
-                .jobs
-                .get(&id)
-                .is_some_and(|j| matches!(j.state, JobState::Queued(Some(_))));
-            if !waiting {
+            let job = inner.jobs.get_mut(&id)?;
+            if !matches!(job.state, JobState::Queued(Some(_))) {
                 return None;
             }
-            inner.queue.retain(|q| *q != id);
-            inner.release_lane_of(id);
-            let mut job = inner.jobs.remove(&id)?;
             job.state = JobState::NotStarted {
                 error: "cancelled before start".into(),
             };
-            (job, inner.jobs.is_empty())
-        };
-        self.after_removal([&job], idle);
-        Some(job)
-    }
-
-    /// Cancels a stream-owned job still waiting in the queue *in place*: it
-    /// leaves the queue and becomes terminal (`cancelled before start`) but
-    /// stays in the table for its stream to deliver. `false` when it is not
-    /// waiting.
-    pub fn cancel_queued_in_place(&self, id: JobId) -> bool {
-        {
-            let mut inner = self.lock();
-            let waiting = inner
-                .jobs
-                .get(&id)
-                .is_some_and(|j| matches!(j.state, JobState::Queued(Some(_))));
-            if !waiting {
-                return false;
-            }
+            let owner = job.owner;
             inner.queue.retain(|q| *q != id);
             inner.release_lane_of(id);
-            if let Some(job) = inner.jobs.get_mut(&id) {
-                job.state = JobState::NotStarted {
-                    error: "cancelled before start".into(),
-                };
-            }
+            let cancelled = match owner {
+                Owner::Stream => Cancelled::InPlace,
+                Owner::Caller => Cancelled::Removed(Box::new(inner.take(id)?)),
+            };
+            (cancelled, inner.jobs.is_empty())
+        };
+        match &cancelled {
+            Cancelled::Removed(job) => self.after_removal([job.as_ref()], idle),
+            Cancelled::InPlace => self.changed.notify_waiters(),
         }
-        self.changed.notify_waiters();
-        true
+        Some(cancelled)
     }
 
     /// The first of `ids` that an `/exec` stream owns, if any.
-    pub fn stream_owned_among(&self, ids: &[JobId]) -> Option<JobId> {
+    pub(super) fn stream_owned_among(&self, ids: &[JobId]) -> Option<JobId> {
         let inner = self.lock();
         ids.iter()
             .copied()
-            .find(|id| inner.jobs.get(id).is_some_and(|j| j.owned_by_stream))
-    }
-
-    /// A future that completes on the next state change (started, terminal,
-    /// removed). Call `enable()` on it (pinned) *before* checking the table.
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.changed.notified()
-    }
-
-    /// A future that completes on the next output chunk of any job. Call
-    /// `enable()` on it (pinned) *before* checking the table.
-    pub fn output_changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.output.notified()
+            .find(|id| inner.jobs.get(id).is_some_and(|j| j.owner == Owner::Stream))
     }
 
     /// Runs `f` on the job, if it exists.
-    pub fn with<R>(&self, id: JobId, f: impl FnOnce(&Job) -> R) -> Option<R> {
+    pub(super) fn with<R>(&self, id: JobId, f: impl FnOnce(&Job) -> R) -> Option<R> {
         self.lock().jobs.get(&id).map(f)
     }
 
     /// Records why a job is ending (first cause wins; a job that is
     /// already terminal keeps what it has).
-    pub fn set_cause(&self, id: JobId, cause: Cause) {
+    pub(super) fn set_cause(&self, id: JobId, cause: Cause) {
         if let Some(job) = self.lock().jobs.get_mut(&id)
             && !job.state.is_terminal()
         {
@@ -476,7 +538,7 @@ impl JobTable {
     }
 
     /// Records, before it is sent, that our `kill` sends `signal` to a job.
-    pub fn note_kill(&self, id: JobId, signal: init::Signal) {
+    pub(super) fn note_kill(&self, id: JobId, signal: init::Signal) {
         if let Some(job) = self.lock().jobs.get_mut(&id)
             && let Ok(bit) = u32::try_from(signal.as_raw())
         {
@@ -485,7 +547,7 @@ impl JobTable {
     }
 
     /// Marks every job that has not ended as ended by shutdown.
-    pub fn set_cause_all(&self, cause: Cause) {
+    pub(super) fn set_cause_all(&self, cause: Cause) {
         for job in self.lock().jobs.values_mut() {
             if !job.state.is_terminal() {
                 job.cause.get_or_insert(cause);
@@ -494,7 +556,7 @@ impl JobTable {
     }
 
     /// Appends output; returns `false` when the job is gone (stop reading).
-    pub fn push_output(&self, id: JobId, stream: Stream, bytes: &[u8]) -> bool {
+    pub(super) fn push_output(&self, id: JobId, stream: Stream, bytes: &[u8]) -> bool {
         {
             let mut inner = self.lock();
             let Some(job) = inner.jobs.get_mut(&id) else {
@@ -519,7 +581,7 @@ impl JobTable {
     /// one more that each later spawn has to copy and close at exec. (If a
     /// write is in progress it holds the slot; it fails with EPIPE and closes
     /// it itself.)
-    pub fn set_terminal(&self, id: JobId, end: Outcome) -> bool {
+    pub(super) fn set_terminal(&self, id: JobId, end: ExitOutcome) -> bool {
         let freed = {
             let mut inner = self.lock();
             let freed = match inner.jobs.get_mut(&id) {
@@ -527,7 +589,7 @@ impl JobTable {
                     state: JobState::Started { ran, outcome, .. },
                     stdin,
                     ..
-                }) if *outcome == Outcome::Running => {
+                }) if *outcome == ExitOutcome::Running => {
                     *outcome = end;
                     ran.until = Some(Instant::now());
                     if let Ok(mut stdin) = stdin.try_lock() {
@@ -548,13 +610,15 @@ impl JobTable {
     }
 
     /// Takes the job out if it is terminal (the only way results leave).
-    pub fn claim(&self, id: JobId) -> Claim {
+    pub(super) fn claim(&self, id: JobId) -> Claim {
         let (claim, idle) = {
             let mut inner = self.lock();
-            let claim = match inner.jobs.entry(id) {
-                Entry::Vacant(_) => Claim::Unknown,
-                Entry::Occupied(e) if !e.get().state.is_terminal() => Claim::Running,
-                Entry::Occupied(e) => Claim::Delivered(Box::new(e.remove())),
+            let claim = match inner.jobs.get(&id) {
+                None => Claim::Unknown,
+                Some(job) if !job.state.is_terminal() => Claim::Running,
+                Some(_) => inner
+                    .take(id)
+                    .map_or(Claim::Unknown, |job| Claim::Delivered(Box::new(job))),
             };
             (claim, inner.jobs.is_empty())
         };
@@ -564,51 +628,77 @@ impl JobTable {
         claim
     }
 
+    /// Registers a blocking `wait` on `ids`: until the returned guard is
+    /// dropped, a listed job that leaves the table terminal leaves its
+    /// [`Gone`] record. `Err(id)` for the first id that does not exist
+    /// (nothing is registered then).
+    pub(super) fn register_waiter<'a>(&'a self, ids: &[JobId]) -> Result<Waiter<'a>, JobId> {
+        let mut inner = self.lock();
+        if let Some(&missing) = ids.iter().find(|id| !inner.jobs.contains_key(id)) {
+            return Err(missing);
+        }
+        let mut distinct = ids.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for id in &distinct {
+            if let Some(job) = inner.jobs.get_mut(id) {
+                job.waiters += 1;
+            }
+        }
+        Ok(Waiter {
+            table: self,
+            ids: distinct,
+        })
+    }
+
+    /// Reserves job `id`'s result for a `kill` that signals it: until the
+    /// returned guard is dropped, [`JobTable::claim_terminal_among`] leaves
+    /// the job to the kill (it stays pending there).
+    pub(super) fn reserve(&self, id: JobId) -> Reserved<'_> {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.signalling += 1;
+        }
+        Reserved { table: self, id }
+    }
+
     /// Claims every terminal job among `ids` in one critical section, so a
     /// `wait` either sees all its jobs or fails as a whole.
     ///
-    /// Returns `Err(id)` for the first id that does not exist (nothing is
-    /// claimed then). Otherwise one entry per id, in order: the delivered job
-    /// for the first occurrence of a terminal id, `Repeat` for later
-    /// occurrences of it, `Pending` for the rest.
-    pub fn claim_terminal_among(&self, ids: &[JobId]) -> Result<Vec<WaitEntry>, JobId> {
-        let mut out = Vec::with_capacity(ids.len());
+    /// Returns `Err(id)` for the first id that neither exists nor left a
+    /// [`Gone`] record (nothing is claimed then). Otherwise one entry per id,
+    /// in order: the delivered job for the first occurrence of a terminal
+    /// id, `Repeat` for later occurrences of it, `Elsewhere` for a job whose
+    /// result another request took, `Pending` for the rest.
+    pub(super) fn claim_terminal_among(&self, ids: &[JobId]) -> Result<Vec<TableEntry>, JobId> {
+        let mut out: Vec<TableEntry> = Vec::with_capacity(ids.len());
         let idle = {
             let mut inner = self.lock();
-            if let Some(&missing) = ids.iter().find(|id| !inner.jobs.contains_key(id)) {
+            let known = |id: &&JobId| inner.jobs.contains_key(id) || inner.gone.contains_key(id);
+            if let Some(&missing) = ids.iter().find(|id| !known(id)) {
                 return Err(missing);
             }
             for &id in ids {
-                let entry = match inner.jobs.entry(id) {
-                    Entry::Occupied(e) if e.get().state.is_terminal() => {
-                        WaitEntry::Delivered(Box::new(e.remove()))
-                    }
-                    Entry::Occupied(e) => WaitEntry::Pending(Listed {
-                        id,
-                        phase: e.get().phase(),
-                        label: e.get().label.clone(),
-                        waits_for_session: e.get().waits_for_session,
-                    }),
+                let earlier = out.iter().find_map(|e| match e {
+                    TableEntry::Delivered(j) if j.id == id => Some(j.listed()),
+                    _ => None,
+                });
+                let entry = if let Some(mut listed) = earlier {
                     // Removed by an earlier occurrence in this same call.
-                    Entry::Vacant(_) => out
-                        .iter()
-                        .find_map(|e| match e {
-                            WaitEntry::Delivered(j) if j.id == id => {
-                                Some(WaitEntry::Repeat(Listed {
-                                    id,
-                                    phase: j.phase(),
-                                    label: j.label.clone(),
-                                    waits_for_session: false,
-                                }))
-                            }
-                            _ => None,
-                        })
-                        .unwrap_or(WaitEntry::Pending(Listed {
-                            id,
-                            phase: Phase::Running,
-                            label: None,
-                            waits_for_session: false,
-                        })),
+                    listed.waits_for_shell_session = false;
+                    TableEntry::Repeat(listed)
+                } else if let Some(job) = inner.jobs.get(&id) {
+                    if job.state.is_terminal() && job.signalling == 0 {
+                        match inner.take(id) {
+                            Some(job) => TableEntry::Delivered(Box::new(job)),
+                            None => return Err(id),
+                        }
+                    } else {
+                        TableEntry::Pending(job.listed())
+                    }
+                } else if let Some((gone, _)) = inner.gone.get(&id) {
+                    TableEntry::Elsewhere(gone.clone())
+                } else {
+                    return Err(id);
                 };
                 out.push(entry);
             }
@@ -617,7 +707,7 @@ impl JobTable {
         let delivered: Vec<&Job> = out
             .iter()
             .filter_map(|e| match e {
-                WaitEntry::Delivered(job) => Some(job.as_ref()),
+                TableEntry::Delivered(job) => Some(job.as_ref()),
                 _ => None,
             })
             .collect();
@@ -628,21 +718,12 @@ impl JobTable {
     }
 
     /// Every job, oldest first.
-    pub fn list(&self) -> Vec<Listed> {
-        self.lock()
-            .jobs
-            .values()
-            .map(|j| Listed {
-                id: j.id,
-                phase: j.phase(),
-                label: j.label.clone(),
-                waits_for_session: j.waits_for_session,
-            })
-            .collect()
+    pub(super) fn list(&self) -> Vec<Listed> {
+        self.lock().jobs.values().map(Job::listed).collect()
     }
 
     /// The process groups of every started job in the table (for shutdown).
-    pub fn pgids(&self) -> Vec<Pid> {
+    pub(super) fn pgids(&self) -> Vec<Pid> {
         self.lock()
             .jobs
             .values()
@@ -667,10 +748,10 @@ impl JobTable {
     /// Removes a job whatever its state (teardown of a cancelled execute).
     /// A job removed while running gives its capacity back here; its runner
     /// stops and never reports it.
-    pub fn remove(&self, id: JobId) -> Option<Job> {
+    pub(super) fn remove(&self, id: JobId) -> Option<Job> {
         let (job, idle) = {
             let mut inner = self.lock();
-            let job = inner.jobs.remove(&id);
+            let job = inner.take(id);
             if let Some(job) = &job {
                 if !job.state.is_terminal() {
                     inner.release_lane(id, job.shell_session.as_deref());
@@ -679,7 +760,7 @@ impl JobTable {
                     JobState::Queued(Some(_)) => inner.queue.retain(|q| *q != id),
                     JobState::Queued(None)
                     | JobState::Started {
-                        outcome: Outcome::Running,
+                        outcome: ExitOutcome::Running,
                         ..
                     } => inner.running = inner.running.saturating_sub(1),
                     _ => {}
@@ -694,13 +775,55 @@ impl JobTable {
     }
 }
 
-/// One entry of a `wait` answer.
+/// A blocking `wait`'s registration ([`JobTable::register_waiter`]);
+/// dropping it forgets the [`Gone`] records nobody else asks for.
+pub(super) struct Waiter<'a> {
+    table: &'a JobTable,
+    ids: Vec<JobId>,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.table.lock();
+        for id in &self.ids {
+            if let Some(job) = inner.jobs.get_mut(id) {
+                job.waiters = job.waiters.saturating_sub(1);
+            } else if let Some((_, left)) = inner.gone.get_mut(id) {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    inner.gone.remove(id);
+                }
+            }
+        }
+    }
+}
+
+/// A `kill`'s reservation of a job's result ([`JobTable::reserve`]);
+/// dropping it (the kill answered, or was cancelled) lets waiters claim the
+/// job again, and wakes them to look.
+pub(super) struct Reserved<'a> {
+    table: &'a JobTable,
+    id: JobId,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if let Some(job) = self.table.lock().jobs.get_mut(&self.id) {
+            job.signalling = job.signalling.saturating_sub(1);
+        }
+        self.table.changed.notify_waiters();
+    }
+}
+
+/// One entry of [`JobTable::claim_terminal_among`].
 #[derive(Debug)]
-pub enum WaitEntry {
+pub(super) enum TableEntry {
     /// Terminal and delivered here.
     Delivered(Box<Job>),
     /// A later duplicate of an id delivered earlier in the same answer.
     Repeat(Listed),
+    /// Its result was taken by another request while this one waited.
+    Elsewhere(Gone),
     /// Still queued or running.
     Pending(Listed),
 }
@@ -723,7 +846,7 @@ mod tests {
             close_stdin: false,
             timeout: None,
             idle_timeout: None,
-            session: None,
+            shell_session: None,
         }
     }
 
@@ -734,7 +857,7 @@ mod tests {
     }
 
     /// A table with one job per entry: `None` stays running, `Some` ends so.
-    fn table_with(ends: &[Option<Outcome>]) -> (JobTable, Vec<JobId>) {
+    fn table_with(ends: &[Option<ExitOutcome>]) -> (JobTable, Vec<JobId>) {
         let table = JobTable::new(100, 100);
         let ids = ends
             .iter()
@@ -752,7 +875,7 @@ mod tests {
         (table, ids)
     }
 
-    const DONE: Option<Outcome> = Some(Outcome::Exited(0));
+    const DONE: Option<ExitOutcome> = Some(ExitOutcome::Exited(0));
 
     /// Submits a job of shell session `session`.
     fn submit_in(t: &JobTable, session: &str) -> (JobId, Vec<Admitted>) {
@@ -770,17 +893,17 @@ mod tests {
         assert!(t.started(a, Pid(100_001), None));
         let (b, admitted) = submit_in(&t, "s");
         assert!(admitted.is_empty());
-        assert!(t.with(b, |j| j.waits_for_session).unwrap());
+        assert!(t.with(b, |j| j.waits_for_shell_session).unwrap());
         // The free slot goes to a job outside the session at once.
         let (c, admitted) = submit(&t);
         assert_eq!(admitted.iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
-        assert!(t.session_busy("s"));
-        assert!(t.set_terminal(a, Outcome::Exited(0)));
-        assert!(!t.with(b, |j| j.waits_for_session).unwrap());
+        assert!(t.shell_session_busy("s"));
+        assert!(t.set_terminal(a, ExitOutcome::Exited(0)));
+        assert!(!t.with(b, |j| j.waits_for_shell_session).unwrap());
         assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [b]);
         assert!(t.started(b, Pid(100_002), None));
-        assert!(t.set_terminal(b, Outcome::Exited(0)));
-        assert!(!t.session_busy("s"));
+        assert!(t.set_terminal(b, ExitOutcome::Exited(0)));
+        assert!(!t.shell_session_busy("s"));
     }
 
     #[test]
@@ -791,9 +914,9 @@ mod tests {
         let (b, _) = submit_in(&t, "s");
         let (c, _) = submit_in(&t, "s");
         assert_eq!(t.counts(), (1, 2));
-        assert!(t.cancel_queued(b).is_some());
+        assert!(matches!(t.cancel_queued(b), Some(Cancelled::Removed(_))));
         assert_eq!(t.counts(), (1, 1));
-        assert!(t.set_terminal(a, Outcome::Exited(0)));
+        assert!(t.set_terminal(a, ExitOutcome::Exited(0)));
         assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [c]);
     }
 
@@ -812,17 +935,17 @@ mod tests {
         let listed = t.list();
         assert_eq!(
             (listed[0].id, listed[0].phase.clone()),
-            (ids[0], Phase::Running)
+            (ids[0], JobPhase::Running)
         );
     }
 
     #[test]
     fn claiming_among_ids_takes_every_terminal_one_and_reports_the_rest_pending() {
-        let (t, ids) = table_with(&[DONE, None, Some(Outcome::Lost)]);
+        let (t, ids) = table_with(&[DONE, None, Some(ExitOutcome::Lost)]);
         let entries = t.claim_terminal_among(&ids).unwrap();
-        assert!(matches!(&entries[0], WaitEntry::Delivered(j) if j.id == ids[0]));
-        assert!(matches!(&entries[1], WaitEntry::Pending(l) if l.id == ids[1]));
-        assert!(matches!(&entries[2], WaitEntry::Delivered(j) if j.phase() == Phase::Lost));
+        assert!(matches!(&entries[0], TableEntry::Delivered(j) if j.id == ids[0]));
+        assert!(matches!(&entries[1], TableEntry::Pending(l) if l.id == ids[1]));
+        assert!(matches!(&entries[2], TableEntry::Delivered(j) if j.phase() == JobPhase::Lost));
         assert_eq!(t.list().len(), 1);
     }
 
@@ -830,10 +953,10 @@ mod tests {
     fn a_duplicated_id_is_delivered_at_its_first_occurrence_and_repeated_as_status_later() {
         let (t, ids) = table_with(&[DONE]);
         let entries = t.claim_terminal_among(&[ids[0], ids[0], ids[0]]).unwrap();
-        assert!(matches!(&entries[0], WaitEntry::Delivered(_)));
+        assert!(matches!(&entries[0], TableEntry::Delivered(_)));
         for e in &entries[1..] {
             assert!(
-                matches!(e, WaitEntry::Repeat(l) if l.id == ids[0] && l.phase == Phase::Exited(0))
+                matches!(e, TableEntry::Repeat(l) if l.id == ids[0] && l.phase == JobPhase::Exited(0))
             );
         }
     }
@@ -865,7 +988,7 @@ mod tests {
                             match t.claim_terminal_among(&[id]) {
                                 Ok(e) => e
                                     .iter()
-                                    .filter(|e| matches!(e, WaitEntry::Delivered(_)))
+                                    .filter(|e| matches!(e, TableEntry::Delivered(_)))
                                     .count(),
                                 Err(_) => 0,
                             }
@@ -882,14 +1005,63 @@ mod tests {
     fn removing_a_job_wakes_waiters_and_cancels_its_runner_token() {
         let (t, ids) = table_with(&[None]);
         let token = t.with(ids[0], |j| j.removed.clone()).unwrap();
-        let changed = t.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        assert!(t.remove(ids[0]).is_some());
-        assert!(token.is_cancelled());
+        let gone = t.watch(false, || match t.with(ids[0], |_| ()) {
+            Some(()) => Check::AGAIN,
+            None => Check::Done(()),
+        });
+        tokio::pin!(gone);
         let waker = std::task::Waker::noop();
         let mut cx = std::task::Context::from_waker(waker);
-        assert!(changed.as_mut().poll(&mut cx).is_ready());
+        assert!(gone.as_mut().poll(&mut cx).is_pending());
+        assert!(t.remove(ids[0]).is_some());
+        assert!(token.is_cancelled());
+        assert!(gone.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_registered_waiter_learns_how_a_job_claimed_elsewhere_ended_and_a_later_request_does_not() {
+        let (t, ids) = table_with(&[None]);
+        let waiter = t.register_waiter(&[ids[0], ids[0]]).unwrap();
+        assert!(matches!(
+            &t.claim_terminal_among(&ids).unwrap()[0],
+            TableEntry::Pending(_)
+        ));
+        assert!(t.set_terminal(ids[0], ExitOutcome::Exited(3)));
+        assert!(matches!(t.claim(ids[0]), Claim::Delivered(_)));
+        let entries = t.claim_terminal_among(&[ids[0], ids[0]]).unwrap();
+        for e in &entries {
+            assert!(
+                matches!(e, TableEntry::Elsewhere(g) if g.id == ids[0] && g.phase == JobPhase::Exited(3))
+            );
+        }
+        assert_eq!(t.register_waiter(&ids).err(), Some(ids[0]));
+        drop(waiter);
+        assert_eq!(t.claim_terminal_among(&ids).unwrap_err(), ids[0]);
+        assert!(t.lock().gone.is_empty());
+    }
+
+    #[test]
+    fn a_job_a_kill_reserved_is_left_to_the_kill_and_claimable_again_after() {
+        let (t, ids) = table_with(&[None]);
+        let reserved = t.reserve(ids[0]);
+        assert!(t.set_terminal(ids[0], ExitOutcome::Exited(0)));
+        assert!(matches!(
+            &t.claim_terminal_among(&ids).unwrap()[0],
+            TableEntry::Pending(_)
+        ));
+        drop(reserved);
+        assert!(matches!(
+            &t.claim_terminal_among(&ids).unwrap()[0],
+            TableEntry::Delivered(_)
+        ));
+    }
+
+    #[test]
+    fn a_job_delivered_without_a_registered_waiter_leaves_no_record() {
+        let (t, ids) = table_with(&[DONE]);
+        assert!(matches!(t.claim(ids[0]), Claim::Delivered(_)));
+        assert!(t.lock().gone.is_empty());
+        assert_eq!(t.claim_terminal_among(&ids).unwrap_err(), ids[0]);
     }
 
     #[test]
@@ -906,10 +1078,10 @@ mod tests {
         assert_eq!(t.counts(), (2, 3));
         assert!(t.with(ids[2], |j| j.queued_at.is_some()).unwrap());
         assert!(t.with(ids[0], |j| j.queued_at.is_none()).unwrap());
-        assert!(t.set_terminal(ids[1], Outcome::Exited(0)));
+        assert!(t.set_terminal(ids[1], ExitOutcome::Exited(0)));
         let next: Vec<JobId> = t.admit().into_iter().map(|a| a.id).collect();
         assert_eq!(next, vec![ids[2]]);
-        assert!(t.set_terminal(ids[0], Outcome::Exited(0)));
+        assert!(t.set_terminal(ids[0], ExitOutcome::Exited(0)));
         let next: Vec<JobId> = t.admit().into_iter().map(|a| a.id).collect();
         assert_eq!(next, vec![ids[3]]);
     }
@@ -936,17 +1108,19 @@ mod tests {
         let (first, _) = submit(&t);
         let (second, admitted) = submit(&t);
         assert!(admitted.is_empty());
-        let job = t.cancel_queued(second).unwrap();
+        let Some(Cancelled::Removed(job)) = t.cancel_queued(second) else {
+            panic!("a caller's queued job is taken out when cancelled");
+        };
         assert_eq!(
             job.phase(),
-            Phase::NotStarted("cancelled before start".into())
+            JobPhase::NotStarted("cancelled before start".into())
         );
         assert!(
             t.cancel_queued(first).is_none(),
             "a started job is not queued"
         );
         assert!(t.started(first, Pid(1), None));
-        assert!(t.set_terminal(first, Outcome::Exited(0)));
+        assert!(t.set_terminal(first, ExitOutcome::Exited(0)));
         assert!(t.admit().is_empty());
         assert_eq!(t.counts(), (0, 0));
     }
@@ -957,7 +1131,7 @@ mod tests {
         assert_eq!(t.counts(), (1, 0));
         t.remove(ids[0]);
         assert_eq!(t.counts(), (0, 0));
-        assert!(!t.set_terminal(ids[0], Outcome::Exited(0)));
+        assert!(!t.set_terminal(ids[0], ExitOutcome::Exited(0)));
         assert_eq!(t.counts(), (0, 0));
     }
 
@@ -968,17 +1142,17 @@ mod tests {
         assert_eq!(admitted.len(), 1);
         let id = t.next_id();
         let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
-        job.owned_by_stream = true;
+        job.owner = Owner::Stream;
         assert!(t.submit(job).unwrap().is_empty());
         assert_eq!(t.stream_owned_among(&[JobId(1), id]), Some(id));
         assert_eq!(t.stream_owned_among(&[JobId(1)]), None);
-        assert!(t.cancel_queued_in_place(id));
-        assert!(!t.cancel_queued_in_place(id));
+        assert!(matches!(t.cancel_queued(id), Some(Cancelled::InPlace)));
+        assert!(t.cancel_queued(id).is_none());
         assert_eq!(t.counts(), (1, 0));
         match t.claim(id) {
             Claim::Delivered(j) => assert_eq!(
                 j.phase(),
-                Phase::NotStarted("cancelled before start".into())
+                JobPhase::NotStarted("cancelled before start".into())
             ),
             other => panic!("{other:?}"),
         }

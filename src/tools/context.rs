@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::jobs::Jobs;
-use crate::jobs::result::View;
+use crate::jobs::result::{Fields, View};
 use crate::policy::cwd::CwdPolicy;
 use crate::policy::identity::JobPolicy;
 use crate::policy::redact::Redactor;
@@ -46,17 +46,52 @@ pub struct Call {
     pub revision: Revision,
 }
 
-impl Call {
-    /// How this call's results are rendered.
-    pub fn view(&self) -> View<'_> {
+impl App {
+    /// Shares the state, with the job service checking every `cwd` (a job's
+    /// at launch, a shell session's when a job of it starts) under the cwd
+    /// policy (SPEC §12.5, §17). Weak: the job service is part of the App.
+    pub fn share(app: App) -> Arc<App> {
+        let app = Arc::new(app);
+        let weak = Arc::downgrade(&app);
+        app.jobs
+            .set_cwd_resolver(Box::new(move |cwd| match weak.upgrade() {
+                Some(app) => app.cwd.resolve(cwd),
+                None => Ok(cwd.map_or(init::Cwd::Inherit, |c| init::Cwd::Path(c.into()))),
+            }));
+        app
+    }
+
+    /// How results are rendered for a session of `revision`, with this
+    /// server's redaction.
+    pub fn view(&self, revision: Revision) -> View<'_> {
         View {
-            revision: self.revision,
+            fields: fields(revision),
             redact: self
-                .app
                 .redact
                 .as_ref()
                 .map(|r| r as &(dyn crate::capture::Redact + Sync)),
         }
+    }
+}
+
+/// The job-result fields a session of `revision` sees.
+pub fn fields(revision: Revision) -> Fields {
+    if revision.has_part_two() {
+        Fields::PartTwo
+    } else {
+        Fields::PartOne
+    }
+}
+
+impl Call {
+    /// How this call's results are rendered.
+    pub fn view(&self) -> View<'_> {
+        self.app.view(self.revision)
+    }
+
+    /// The job-result fields this call's session sees.
+    pub fn fields(&self) -> Fields {
+        fields(self.revision)
     }
 }
 

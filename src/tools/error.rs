@@ -27,6 +27,10 @@ pub enum ToolError {
     /// A `cwd` outside the allowed directories (SPEC §12.5).
     #[error("{0}")]
     CwdRefused(String),
+    /// The circuit breaker refuses new jobs (SPEC §12.7). `execute` answers
+    /// it as the job's start error instead; `POST /exec` as a `503`.
+    #[error("{0}")]
+    BreakerOpen(String),
     /// `input` to a job still waiting in the queue.
     #[error("job \"{0}\" has not started")]
     NotStarted(JobId),

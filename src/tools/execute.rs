@@ -14,10 +14,9 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use init::{Program, SpawnSpec};
+use init::Program;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use super::schema;
@@ -25,9 +24,9 @@ use super::{Args, Call, Effect, Fail, Running, Tool, ToolError, ToolOutcome, arg
 use crate::capture::CapturePolicy;
 use crate::config::Config;
 use crate::jobs::result::{JobResult, Status};
-use crate::jobs::state::Phase;
-use crate::jobs::{Awaited, Claim, JobId, Pending, Submitted};
-use crate::policy::cwd::Refusal;
+use crate::jobs::{
+    Job, JobId, JobPhase, Launch, LaunchError, Launched, Owner, StdinError, WaitEntry,
+};
 use crate::policy::identity::JobPolicy;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
@@ -117,24 +116,15 @@ struct Started {
 /// The longest `label` (characters).
 const MAX_LABEL: usize = 200;
 
-/// Parsed `execute` arguments (also the body of `POST /exec`, SPEC §11.2).
-pub(crate) struct Request {
-    pub(crate) program: Program,
-    pub(crate) cwd: Option<String>,
-    pub(crate) env: Vec<(OsString, OsString)>,
-    pub(crate) stdin: Option<String>,
-    pub(crate) close_stdin: bool,
+/// Parsed `execute` arguments (also the body of `POST /exec`, SPEC §11.2):
+/// the job to launch, and how this call waits for it.
+pub(crate) struct Execute {
+    /// The job, owned by its caller.
+    pub(crate) launch: Launch,
+    /// Answer at once with the job id.
     pub(crate) nowait: bool,
-    pub(crate) capture: CapturePolicy,
-    pub(crate) timeout: Option<Duration>,
+    /// Answer with the running job after this long (SPEC §12.2).
     pub(crate) yield_after: Option<Duration>,
-    pub(crate) label: Option<String>,
-    pub(crate) max_output_bytes: usize,
-    pub(crate) idle_timeout: Option<Duration>,
-    /// The shell session to run in (SPEC §17).
-    pub(crate) shell_session: Option<String>,
-    /// `user`, `limits` (and the server's default limits), SPEC §16.
-    pub(crate) setup: init::Setup,
 }
 
 fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
@@ -194,7 +184,7 @@ pub(crate) fn parse(
     config: &Config,
     jobs: &JobPolicy,
     revision: Revision,
-) -> Result<Request, ToolError> {
+) -> Result<Execute, ToolError> {
     let part_two = revision.has_part_two();
     let program = command(a, part_two)?;
     let env = match a.get("env") {
@@ -220,42 +210,48 @@ pub(crate) fn parse(
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(ToolError::invalid("\"env\" must be an object of strings")),
     };
-    let mut req = Request {
+    let launch = Launch {
         program,
         cwd: args::opt_str(a, "cwd")?
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
         env,
-        stdin: args::opt_str(a, "stdin")?.map(str::to_owned),
+        setup: jobs.setup(None, None).map_err(ToolError::invalid)?,
+        stdin: args::opt_str(a, "stdin")?
+            .filter(|d| !d.is_empty())
+            .map(|d| d.as_bytes().to_vec()),
         close_stdin: args::opt_bool(a, "close_stdin")?,
-        nowait: args::opt_bool(a, "nowait")?,
-        capture: CapturePolicy::from_json(a.get("capture")).map_err(ToolError::invalid)?,
         timeout: config.job_timeout,
-        yield_after: config.yield_after,
-        label: None,
-        max_output_bytes: config.max_output_bytes,
         idle_timeout: None,
         shell_session: None,
-        setup: jobs.setup(None, None).map_err(ToolError::invalid)?,
+        capture: CapturePolicy::from_json(a.get("capture")).map_err(ToolError::invalid)?,
+        label: None,
+        window: config.max_output_bytes,
+        owner: Owner::Caller,
+    };
+    let mut req = Execute {
+        launch,
+        nowait: args::opt_bool(a, "nowait")?,
+        yield_after: config.yield_after,
     };
     if !part_two {
         // A 2024-11-05 session sees exactly Part I: its inputs are ignored.
         return Ok(req);
     }
     if let Some(t) = positive_seconds(a, "timeout")? {
-        req.timeout = Some(t);
+        req.launch.timeout = Some(t);
     }
     if let Some(y) = args::opt_seconds(a, "yield_after")? {
         req.yield_after = (y > 0.0).then(|| Duration::from_secs_f64(y.min(1e9)));
     }
-    req.idle_timeout = positive_seconds(a, "idle_timeout")?;
+    req.launch.idle_timeout = positive_seconds(a, "idle_timeout")?;
     if let Some(name) = args::opt_str(a, "shell_session")? {
-        if !crate::jobs::shell_session::valid_name(name) {
+        if !crate::jobs::valid_shell_session_name(name) {
             return Err(ToolError::invalid(
                 "\"shell_session\" must be 1-64 characters of A-Z a-z 0-9 . _ -",
             ));
         }
-        req.shell_session = Some(name.to_owned());
+        req.launch.shell_session = Some(name.to_owned());
     }
     if let Some(label) = args::opt_str(a, "label")? {
         if label.chars().count() > MAX_LABEL || label.chars().any(char::is_control) {
@@ -263,14 +259,14 @@ pub(crate) fn parse(
                 "\"label\" must be at most {MAX_LABEL} characters without control characters"
             )));
         }
-        req.label = Some(label.to_owned());
+        req.launch.label = Some(label.to_owned());
     }
     let user = match a.get("user") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.as_str()),
         Some(_) => return Err(ToolError::invalid("\"user\" must be a string")),
     };
-    req.setup = jobs
+    req.launch.setup = jobs
         .setup(user, a.get("limits"))
         .map_err(ToolError::invalid)?;
     match a.get("max_output_bytes") {
@@ -279,7 +275,7 @@ pub(crate) fn parse(
             let limit = config.max_output_bytes_limit;
             match v.as_u64() {
                 Some(n) if n >= 1 && n <= limit as u64 => {
-                    req.max_output_bytes = usize::try_from(n).unwrap_or(limit);
+                    req.launch.window = usize::try_from(n).unwrap_or(limit);
                 }
                 _ => {
                     return Err(ToolError::invalid(format!(
@@ -292,27 +288,15 @@ pub(crate) fn parse(
     Ok(req)
 }
 
-impl Request {
-    /// Joins the request's shell session, if it names one (creating it),
-    /// as the job's user: its uid when it has a `user` (SPEC §16), else the
-    /// server's own (`None`). The uid is the key, so `"nobody"` and
-    /// `"65534"` are one owner.
-    pub(crate) fn session_use(
-        &self,
-        jobs: &crate::jobs::Jobs,
-    ) -> Result<Option<crate::jobs::SessionUse>, ToolError> {
-        let Some(name) = &self.shell_session else {
-            return Ok(None);
-        };
-        let owner = self.setup.user.as_ref().map(|c| c.uid.to_string());
-        jobs.sessions()
-            .join(name, &owner)
-            .map_err(|e| ToolError::invalid(e.to_string()))?;
-        Ok(Some(crate::jobs::SessionUse {
-            name: name.clone(),
-            owner,
-            own_cwd: self.cwd.is_some(),
-        }))
+/// The tool error of a launch refused before it ran (the breaker's
+/// refusal is a job result for `execute`, a `503` for `POST /exec`).
+pub(crate) fn launch_error(e: LaunchError) -> ToolError {
+    match e {
+        LaunchError::CwdRefused(why) => ToolError::CwdRefused(why),
+        LaunchError::ShellSession(refused) => ToolError::invalid(refused.to_string()),
+        LaunchError::QueueFull { running, queued } => ToolError::QueueFull { running, queued },
+        LaunchError::BreakerOpen { refusal, .. } => ToolError::BreakerOpen(refusal),
+        LaunchError::DeliveredElsewhere(id) => ToolError::DeliveredElsewhere(id),
     }
 }
 
@@ -321,85 +305,50 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 async fn execute(call: &Call, a: &Args) -> ToolOutcome {
-    let req = parse(a, &call.app.config, &call.app.job_policy, call.revision)?;
+    let Execute {
+        launch,
+        nowait,
+        yield_after,
+    } = parse(a, &call.app.config, &call.app.job_policy, call.revision)?;
     let jobs = &call.app.jobs;
     let rev = call.revision;
-    let cwd = match call.app.cwd.resolve(req.cwd.as_deref()) {
-        Ok(cwd) => cwd,
-        Err(Refusal::Outside(why)) => return Err(ToolError::CwdRefused(why).into()),
-        Err(Refusal::Unusable(why)) => {
-            let job = jobs.not_started(req.capture, req.label, why);
-            return Ok(Payload::object(JobResult::delivered(&job, &call.view())));
-        }
+    let launched = match jobs.launch(launch) {
+        Ok(launched) => launched,
+        // The breaker's refusal is the job's start error (SPEC §12.7).
+        Err(LaunchError::BreakerOpen { ended, .. }) => return Ok(delivered(call, &ended)),
+        Err(e) => return Err(launch_error(e).into()),
     };
-    let session = req.session_use(jobs)?;
-    let submitted = jobs
-        .submit(crate::jobs::Request {
-            pending: Pending {
-                spec: SpawnSpec {
-                    program: req.program,
-                    cwd,
-                    env: req.env,
-                    setup: req.setup,
-                },
-                stdin: req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes),
-                close_stdin: req.close_stdin,
-                timeout: req.timeout,
-                idle_timeout: req.idle_timeout,
-                session,
-            },
-            capture: req.capture,
-            label: req.label,
-            window: req.max_output_bytes,
-            owned_by_stream: false,
-        })
-        .map_err(|full| ToolError::QueueFull {
-            running: full.running,
-            queued: full.queued,
-        })?;
-    let id = match submitted {
-        Submitted::Failed { id } => return deliver(call, id),
-        Submitted::Queued { id } => id,
-        Submitted::Started {
+    let id = match launched {
+        Launched::Ended(job) => return Ok(delivered(call, &job)),
+        Launched::Queued { id } => id,
+        Launched::Started {
             id,
             stdin,
-            stdin_data,
             close_stdin,
         } => {
-            if let Some(data) = stdin_data {
-                let mut slot = stdin.lock().await;
-                let write = async {
-                    match slot.as_mut() {
-                        Some(tx) => tx.write_all(&data).await,
-                        None => Ok(()),
-                    }
-                };
-                match cancellable(&call.cancel, write).await {
-                    Err(cancelled) => {
-                        drop(slot);
-                        return Err(abandon(call, id, cancelled).await);
-                    }
-                    Ok(Err(e)) => {
-                        *slot = None;
-                        let status = jobs
-                            .table()
-                            .with(id, |j| Status::of(j, rev))
-                            .unwrap_or_else(|| Status::new(id, &Phase::Running, None, None, rev));
+            if stdin.is_some() || close_stdin {
+                let data = stdin.unwrap_or_default();
+                let written = jobs.write_stdin(id, &data, close_stdin);
+                match cancellable(&call.cancel, written).await {
+                    Err(cancelled) => return Err(abandon(call, id, cancelled).await),
+                    Ok(Err(StdinError::Write { error, .. })) => {
+                        let fields = call.fields();
+                        let status = jobs.status(id, fields).unwrap_or_else(|| {
+                            Status::new(id, &JobPhase::Running, None, None, fields)
+                        });
                         return Ok(Payload::object(StdinFailed {
                             status,
-                            stdin_error: super::input::write_error(&e).to_string(),
+                            stdin_error: super::input::write_error(&error).to_string(),
                         }));
                     }
-                    Ok(Ok(())) => {}
+                    // A job that already ended or closed its stdin needs none.
+                    Ok(_) => {}
                 }
-            }
-            if close_stdin {
-                *stdin.lock().await = None;
             }
             id
         }
     };
-    if req.nowait {
+    if nowait {
         return running(call, id, None);
     }
 
@@ -410,35 +359,35 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     } else {
         call.progress.set("command still running");
     }
-    let yield_at = req.yield_after.map(|y| Instant::now() + y);
-    match cancellable(&call.cancel, jobs.await_terminal(id, yield_at)).await {
+    let yield_at = yield_after.map(|y| Instant::now() + y);
+    let ids = [id];
+    let waited = jobs.wait_any(&ids, yield_at, None, None);
+    match cancellable(&call.cancel, waited).await {
         Err(cancelled) => Err(abandon(call, id, cancelled).await),
-        Ok(Awaited::Terminal) => deliver(call, id),
-        Ok(Awaited::Timeout) => running(call, id, Some(true).filter(|_| rev.has_part_two())),
-        Ok(Awaited::Gone) => Err(ToolError::DeliveredElsewhere(id).into()),
+        Ok(Ok(mut entries)) => match entries.pop() {
+            Some(WaitEntry::Delivered(job)) => Ok(delivered(call, &job)),
+            Some(WaitEntry::Pending(..)) => {
+                running(call, id, Some(true).filter(|_| rev.has_part_two()))
+            }
+            _ => Err(ToolError::DeliveredElsewhere(id).into()),
+        },
+        Ok(Err(_)) => Err(ToolError::DeliveredElsewhere(id).into()),
     }
 }
 
-/// Claims and delivers a terminal job's result.
-fn deliver(call: &Call, id: JobId) -> ToolOutcome {
-    match call.app.jobs.table().claim(id) {
-        Claim::Delivered(job) => {
-            let result = JobResult::delivered(&job, &call.view());
-            let bytes = result.data_bytes();
-            Ok(Payload::object(result).sized(bytes))
-        }
-        Claim::Running | Claim::Unknown => Err(ToolError::DeliveredElsewhere(id).into()),
-    }
+/// A delivered job's result.
+fn delivered(call: &Call, job: &Job) -> Payload {
+    let result = JobResult::delivered(job, &call.view());
+    let bytes = result.data_bytes();
+    Payload::object(result).sized(bytes)
 }
 
 /// `{job_id, state, label?, yielded?}` of a job that runs on.
 fn running(call: &Call, id: JobId, yielded: Option<bool>) -> ToolOutcome {
-    let rev = call.revision;
     let status = call
         .app
         .jobs
-        .table()
-        .with(id, |j| Status::of(j, rev))
+        .status(id, call.fields())
         .ok_or(ToolError::DeliveredElsewhere(id))?;
     Ok(Payload::object(Started { status, yielded }))
 }

@@ -6,11 +6,10 @@
 //! A write blocked on a full pipe is cancellable.
 
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
 
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
-use crate::jobs::result::Status;
+use crate::jobs::StdinError;
 use crate::protocol::result::Payload;
 
 /// The tool.
@@ -44,39 +43,25 @@ async fn input(call: &Call, a: &Args) -> ToolOutcome {
     let id = args::job_id_not_empty(a)?;
     let data = args::opt_str(a, "data")?.unwrap_or("");
     let close = args::opt_bool(a, "close")?;
-    let table = call.app.jobs.table();
-    let (terminal, queued, slot) = table
-        .with(id, |j| {
-            (j.state.is_terminal(), j.state.is_queued(), j.stdin.clone())
-        })
-        .ok_or_else(|| ToolError::unknown(id))?;
-    if terminal {
-        return Err(ToolError::NotRunning(id).into());
-    }
-    if queued && call.revision.has_part_two() {
-        return Err(ToolError::NotStarted(id).into());
-    }
-    let mut guard = cancellable(&call.cancel, slot.lock()).await?;
-    let Some(tx) = guard.as_mut() else {
-        return Err(ToolError::StdinClosed.into());
-    };
-    if !data.is_empty() {
-        let written = cancellable(&call.cancel, tx.write_all(data.as_bytes())).await?;
-        if let Err(e) = written {
-            *guard = None;
-            // EPIPE from a job that has exited meanwhile: say that, not the errno.
-            if table.with(id, |j| j.state.is_terminal()).unwrap_or(true) {
-                return Err(ToolError::NotRunning(id).into());
-            }
-            return Err(write_error(&e).into());
+    let jobs = &call.app.jobs;
+    let written = cancellable(&call.cancel, jobs.write_stdin(id, data.as_bytes(), close)).await?;
+    match written {
+        Ok(()) => {}
+        Err(StdinError::Unknown) => return Err(ToolError::unknown(id).into()),
+        Err(StdinError::NotRunning) => return Err(ToolError::NotRunning(id).into()),
+        // A 2024-11-05 session sees a queued job as running, with no stdin yet.
+        Err(StdinError::Queued) if call.revision.has_part_two() => {
+            return Err(ToolError::NotStarted(id).into());
         }
+        Err(StdinError::Queued | StdinError::Closed) => return Err(ToolError::StdinClosed.into()),
+        // EPIPE from a job that has exited meanwhile: say that, not the errno.
+        Err(StdinError::Write { ended: true, .. }) => {
+            return Err(ToolError::NotRunning(id).into());
+        }
+        Err(StdinError::Write { error, .. }) => return Err(write_error(&error).into()),
     }
-    if close {
-        *guard = None;
-    }
-    drop(guard);
-    let status = table
-        .with(id, |j| Status::of(j, call.revision))
+    let status = jobs
+        .status(id, call.fields())
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))
 }

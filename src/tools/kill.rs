@@ -14,7 +14,10 @@
 //! - survived: `{job_id, terminated:false, signal_sent, escalated?, state,
 //!   detail}`, kept; `detail` names the survivors with /proc diagnostics.
 //!
-//! If a concurrent `wait` claims the result while we wait for death, the
+//! The result of a death the kill caused is its own: a `wait` blocking on
+//! the job meanwhile answers with the job's status and
+//! `result_delivered_elsewhere:true` (SPEC §4.8a). If another request took
+//! the result first (a `wait` before the signal, another `kill`), the
 //! answer says `terminated:true` with `result_delivered_elsewhere:true`
 //! instead of a second copy of the result (exactly-once delivery).
 //!
@@ -23,17 +26,20 @@
 //! the answer is `{job_id, terminated:true, signal_sent, result_delivered_elsewhere:true}`
 //! (`already_terminated` or `cancelled_before_start` as they apply); a
 //! queued one is cancelled in place, for its stream to deliver.
+//!
+//! The signalling and the verification are `Jobs::signal`; this module
+//! parses, renders its typed answer, and decides nothing.
 
 use std::time::Duration;
 
-use init::{DeathWait, Pid, Signal, Step, Survivor};
+use init::{DeathWait, Pid, Signal, Survivor};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
-use crate::jobs::result::JobResult;
-use crate::jobs::{Claim, JobId};
+use crate::jobs::result::{JobResult, Status};
+use crate::jobs::{Delivery, JobId, Plan, SignalError, Signalled};
 use crate::protocol::result::Payload;
 
 /// Default seconds to wait for death after a signal.
@@ -118,14 +124,6 @@ impl Killed {
     }
 }
 
-/// What `signal` asks for.
-pub(crate) enum Plan {
-    /// One signal.
-    One(Signal),
-    /// `ASSURED`: TERM, then KILL if anything outlived it.
-    Assured,
-}
-
 /// Parses `signal` (SPEC §4.7): absent or blank is TERM.
 pub(crate) fn parse_signal(a: &Args) -> Result<Plan, ToolError> {
     let raw = match a.get("signal") {
@@ -159,122 +157,64 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
     let timeout = args::opt_seconds(a, "timeout")?
         .unwrap_or(DEFAULT_TIMEOUT)
         .max(0.0);
-    let jobs = &call.app.jobs;
-    let table = jobs.table();
-
-    let owned = table.with(id, |j| j.owned_by_stream).unwrap_or(false);
-    let pgid = loop {
-        if owned && table.cancel_queued_in_place(id) {
-            // Its stream delivers the cancelled result.
-            let mut out = Killed::new(id, true);
-            out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
-            out.result_delivered_elsewhere = Some(true);
-            return Ok(Payload::object(out));
-        }
-        if let Some(job) = table.cancel_queued(id) {
-            // Still waiting for capacity: it never runs.
-            let mut out = Killed::new(id, true);
-            out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
-            out.result = Some(JobResult::delivered(&job, &call.view()));
-            return Ok(Payload::object(out));
-        }
-        let changed = table.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let (pgid, terminal) = table
-            .with(id, |j| (j.state.pgid(), j.state.is_terminal()))
-            .ok_or_else(|| ToolError::unknown(id))?;
-        match pgid {
-            Some(pgid) if terminal && !init::group_exists(pgid) => {
-                return already_terminated(call, id, owned);
-            }
-            Some(pgid) => break pgid,
-            None if terminal => return already_terminated(call, id, owned),
-            // Being started right now: wait for its process group.
-            None => cancellable(&call.cancel, changed).await?,
-        }
-    };
-
     // `timeout` is finite, >= 0 and capped at a day: the conversion cannot panic.
     let wait = Duration::from_secs_f64(timeout.min(86_400.0));
-    let steps = match plan {
-        Plan::One(sig) => vec![Step::new(sig, wait)],
-        Plan::Assured => vec![Step::new(Signal::TERM, wait), Step::new(Signal::KILL, wait)],
-    };
-    let progress = &call.progress;
-    let on_phase = |p: DeathWait| {
-        progress.set(match p {
+    let phase = &call.progress;
+    let on_wait = |p: DeathWait| {
+        phase.set(match p {
             DeathWait::Exiting => "waiting for the process to exit",
             DeathWait::Draining => "waiting for the process group to drain",
         });
     };
-    // Noted before any is sent: a death by one of them is `cause: "killed"`.
-    for step in &steps {
-        table.note_kill(id, step.signal);
-    }
-    let done = cancellable(&call.cancel, jobs.terminate(id, pgid, &steps, on_phase))
+    let signalled = cancellable(&call.cancel, call.app.jobs.signal(id, plan, wait, on_wait))
         .await?
-        .map_err(|e| ToolError::SignalFailed(e.to_string()))?;
-    if done.already_dead {
-        return already_terminated(call, id, owned);
-    }
-    let sent = done.last_signal.unwrap_or(steps[0].signal);
-
-    let mut out = Killed::new(id, done.dead);
-    out.signal_sent = Some(sent.as_raw());
-    if done.escalated {
-        out.escalated = Some(true);
-    }
-    if done.dead && owned {
-        // The stream that owns it delivers the result (exactly once).
-        out.result_delivered_elsewhere = Some(true);
-        return Ok(Payload::object(out));
-    }
-    if done.dead {
-        match table.claim(id) {
-            Claim::Delivered(job) => out.result = Some(JobResult::delivered(&job, &call.view())),
-            Claim::Unknown => out.result_delivered_elsewhere = Some(true),
-            Claim::Running => {
-                // Cannot happen: dead implies terminal; report what we see.
-                out.terminated = false;
-                out.state = Some("running");
-            }
+        .map_err(|e| match e {
+            SignalError::Unknown(id) => ToolError::unknown(id),
+            SignalError::Failed(e) => ToolError::SignalFailed(e.to_string()),
+        })?;
+    let mut out = Killed::new(id, true);
+    match signalled {
+        Signalled::CancelledBeforeStart(delivery) => {
+            out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
+            deliver(call, &mut out, delivery);
         }
-        let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
-        return Ok(Payload::object(out).sized(bytes));
+        Signalled::AlreadyTerminated(delivery) => {
+            out.already_terminated = Some(true);
+            deliver(call, &mut out, delivery);
+        }
+        Signalled::Died {
+            sent,
+            escalated,
+            delivery,
+        } => {
+            out.signal_sent = Some(sent.as_raw());
+            out.escalated = Some(true).filter(|_| escalated);
+            deliver(call, &mut out, delivery);
+        }
+        Signalled::Survived {
+            sent,
+            escalated,
+            pgid,
+            phase,
+            cause,
+            members,
+        } => {
+            out.terminated = false;
+            out.signal_sent = Some(sent.as_raw());
+            out.escalated = Some(true).filter(|_| escalated);
+            out.state = Some(Status::new(id, &phase, cause, None, call.fields()).state);
+            out.detail = Some(detail(pgid, sent, !phase.is_terminal(), &members));
+        }
     }
-    let state = table
-        .with(id, |j| {
-            crate::jobs::result::Status::of(j, call.revision).state
-        })
-        .unwrap_or("running");
-    let members = done
-        .survived
-        .last()
-        .map_or(&[][..], |s| s.members.as_slice());
-    out.state = Some(state);
-    out.detail = Some(detail(pgid, sent, state == "running", members));
-    Ok(Payload::object(out))
+    let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
+    Ok(Payload::object(out).sized(bytes))
 }
 
-/// The answer for a job that was fully gone before any signal: its result
-/// (or, for a job an `/exec` stream owns, that the stream delivers it).
-fn already_terminated(call: &Call, id: JobId, owned: bool) -> ToolOutcome {
-    if owned {
-        let mut out = Killed::new(id, true);
-        out.already_terminated = Some(true);
-        out.result_delivered_elsewhere = Some(true);
-        return Ok(Payload::object(out));
-    }
-    match call.app.jobs.table().claim(id) {
-        Claim::Delivered(job) => {
-            let mut out = Killed::new(id, true);
-            out.already_terminated = Some(true);
-            out.result = Some(JobResult::delivered(&job, &call.view()));
-            let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
-            Ok(Payload::object(out).sized(bytes))
-        }
-        _ => Err(ToolError::unknown(id).into()),
+/// The result, or that someone else holds it.
+fn deliver(call: &Call, out: &mut Killed, delivery: Delivery) {
+    match delivery {
+        Delivery::Here(job) => out.result = Some(JobResult::delivered(&job, &call.view())),
+        Delivery::Elsewhere => out.result_delivered_elsewhere = Some(true),
     }
 }
 

@@ -72,11 +72,10 @@ fn list(call: &Call) -> ToolOutcome {
     let jobs = call
         .app
         .jobs
-        .table()
         .list()
         .into_iter()
         .map(|l| {
-            let s = Status::listed(&l, call.revision);
+            let s = Status::listed(&l, call.fields());
             Entry {
                 job_id: s.job_id,
                 state: s.state,

@@ -10,7 +10,6 @@ use serde_json::json;
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args};
 use crate::capture::StreamSpec;
-use crate::jobs::result::JobResult;
 use crate::protocol::result::Payload;
 
 /// The tool.
@@ -49,10 +48,7 @@ fn output(call: &Call, a: &Args) -> ToolOutcome {
     let out = call
         .app
         .jobs
-        .table()
-        .with(id, |j| {
-            JobResult::with_streams(j, &stdout, &stderr, &call.view())
-        })
+        .read(id, &stdout, &stderr, &call.view())
         .ok_or_else(|| ToolError::unknown(id))?;
     let bytes = out.data_bytes();
     Ok(Payload::object(out).sized(bytes))

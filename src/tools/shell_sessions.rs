@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args};
-use crate::jobs::shell_session::Shown;
+use crate::jobs::Shown;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -92,7 +92,7 @@ fn entry<V: Serialize>(
     variables: impl FnOnce(Vec<String>) -> V,
 ) -> Entry<V> {
     Entry {
-        busy: call.app.jobs.table().session_busy(&s.name),
+        busy: call.app.jobs.shell_session_busy(&s.name),
         session: s.name,
         cwd: s.cwd.map(|c| c.to_string_lossy().into_owned()),
         variables: s.variables.map(variables),
@@ -119,7 +119,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 fn shell_sessions(call: &Call, a: &Args) -> ToolOutcome {
-    let sessions = call.app.jobs.sessions();
+    let sessions = call.app.jobs.shell_sessions();
     let action = args::opt_str(a, "action")?;
     let name = || -> Result<String, ToolError> {
         match args::opt_str(a, "session")? {

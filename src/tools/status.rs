@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args};
-use crate::jobs::result::Status;
 use crate::protocol::result::Payload;
 
 /// The tool.
@@ -31,8 +30,7 @@ fn status(call: &Call, a: &Args) -> ToolOutcome {
     let status = call
         .app
         .jobs
-        .table()
-        .with(id, |j| Status::of(j, call.revision))
+        .status(id, call.fields())
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))
 }

@@ -20,19 +20,23 @@
 //! race) matches `pattern` — its entry carries `matched: {stream, offset,
 //! bytes}` of the first match —, or a listed job that has written nothing
 //! for `quiet` seconds — its entry carries `went_quiet: <seconds>`.
+//!
+//! A job listed here whose result a `kill` or another `wait` takes while
+//! this call blocks is answered with its terminal status fields and
+//! `result_delivered_elsewhere: true` (SPEC §4.8a); only a call that starts
+//! after the delivery answers `unknown job_id`. The waiting itself is
+//! `Jobs::wait_any`; this module parses and renders.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use regex::bytes::Regex;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use super::schema;
-use super::{Args, Call, Effect, Fail, Running, Tool, ToolError, ToolOutcome, deadline_in};
+use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable, deadline_in};
 use crate::jobs::result::{JobResult, Status, View};
-use crate::jobs::{JobId, Stream, WaitEntry};
+use crate::jobs::{JobId, Stream, Trigger, Until, WaitEntry, WaitError};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -84,6 +88,11 @@ fn input_schema(rev: Revision) -> Value {
 enum Entry {
     Result(Box<JobResult>),
     Status(Status),
+    Elsewhere {
+        #[serde(flatten)]
+        status: Status,
+        result_delivered_elsewhere: bool,
+    },
     Triggered {
         #[serde(flatten)]
         status: Status,
@@ -100,21 +109,6 @@ struct Matched {
     stream: &'static str,
     offset: u64,
     bytes: u64,
-}
-
-/// What `until` asks for.
-struct Until {
-    pattern: Option<Regex>,
-    streams: &'static [Stream],
-    from: u64,
-    quiet: Option<Duration>,
-}
-
-/// Why a running job ends the wait.
-#[derive(Clone, Copy)]
-enum Trigger {
-    Matched(Matched),
-    WentQuiet(f64),
 }
 
 fn parse_ids(a: &Args) -> Result<Vec<JobId>, ToolError> {
@@ -199,146 +193,54 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
         None
     };
     let deadline = deadline_in(timeout);
-    let table = call.app.jobs.table();
-    // Only its stream delivers a stream-owned job (SPEC §11.2); ownership is
-    // fixed at submission, so checking once is enough.
-    if let Some(owned) = table.stream_owned_among(&ids) {
-        return Err(ToolError::OwnedByStream(owned).into());
-    }
     let view = call.view();
     call.progress.set("waiting for jobs");
-    loop {
-        // Registered before the table is checked, so no change is missed.
-        let changed = table.changed();
-        let output = table.output_changed();
-        tokio::pin!(changed, output);
-        changed.as_mut().enable();
-        if until.is_some() {
-            output.as_mut().enable();
-        }
-        let entries = table
-            .claim_terminal_among(&ids)
-            .map_err(ToolError::unknown)?;
-        let done = entries.iter().any(|e| !matches!(e, WaitEntry::Pending(_)));
-        let (triggers, next_quiet) = match (&until, done) {
-            (Some(u), false) => check_until(call, &ids, u),
-            _ => (HashMap::new(), None),
-        };
-        let now = Instant::now();
-        if done || !triggers.is_empty() || now >= deadline {
-            let out: Vec<Entry> = entries
-                .into_iter()
-                .map(|e| render(e, &view, &triggers))
-                .collect();
-            let bytes = out
-                .iter()
-                .map(|e| match e {
-                    Entry::Result(r) => r.data_bytes(),
-                    _ => 0,
-                })
-                .sum();
-            return Ok(Payload::array("results", out).sized(bytes));
-        }
-        let wake_at = next_quiet.map_or(deadline, |q| q.min(deadline));
-        tokio::select! {
-            () = call.cancel.cancelled() => return Err(Fail::Cancelled),
-            () = &mut changed => {}
-            () = &mut output, if until.is_some() => {}
-            () = tokio::time::sleep_until(wake_at) => {}
-        }
-    }
+    let waited = call
+        .app
+        .jobs
+        .wait_any(&ids, Some(deadline), until.as_ref(), view.redact);
+    let entries = cancellable(&call.cancel, waited)
+        .await?
+        .map_err(|e| match e {
+            WaitError::Unknown(id) => ToolError::unknown(id),
+            WaitError::OwnedByStream(id) => ToolError::OwnedByStream(id),
+        })?;
+    let out: Vec<Entry> = entries.into_iter().map(|e| render(e, &view)).collect();
+    let bytes = out
+        .iter()
+        .map(|e| match e {
+            Entry::Result(r) => r.data_bytes(),
+            _ => 0,
+        })
+        .sum();
+    Ok(Payload::array("results", out).sized(bytes))
 }
 
-/// Which listed running jobs trigger `until` now, and when the next one
-/// could go quiet.
-fn check_until(
-    call: &Call,
-    ids: &[JobId],
-    until: &Until,
-) -> (HashMap<JobId, Trigger>, Option<Instant>) {
-    let table = call.app.jobs.table();
-    let mut triggers = HashMap::new();
-    let mut next_quiet: Option<Instant> = None;
-    let now = Instant::now();
-    for &id in ids {
-        if triggers.contains_key(&id) {
-            continue;
-        }
-        let found = table.with(id, |job| {
-            if job.state.is_queued() {
-                return (None, None);
-            }
-            if let Some(pattern) = &until.pattern {
-                for &stream in until.streams {
-                    let window = match stream {
-                        Stream::Stdout => &job.stdout,
-                        Stream::Stderr => &job.stderr,
-                    };
-                    let (start, raw) = window.retained_from(until.from);
-                    // The pattern sees what the caller would see: with
-                    // redaction on, the redacted text, so it cannot probe a
-                    // secret (offsets then count redacted text after `start`).
-                    let redacted;
-                    let bytes: &[u8] = match &call.app.redact {
-                        Some(r) => {
-                            redacted = r.redact_text(&raw).0;
-                            redacted.as_bytes()
-                        }
-                        None => &raw,
-                    };
-                    if let Some(m) = pattern.find(bytes) {
-                        return (
-                            Some(Trigger::Matched(Matched {
-                                stream: match stream {
-                                    Stream::Stdout => "stdout",
-                                    Stream::Stderr => "stderr",
-                                },
-                                offset: start + m.start() as u64,
-                                bytes: (m.end() - m.start()) as u64,
-                            })),
-                            None,
-                        );
-                    }
-                }
-            }
-            if let Some(quiet) = until.quiet {
-                let silent = now.saturating_duration_since(job.last_output);
-                if silent >= quiet {
-                    return (Some(Trigger::WentQuiet(silent.as_secs_f64())), None);
-                }
-                return (None, Some(job.last_output + quiet));
-            }
-            (None, None)
-        });
-        if let Some((trigger, quiet_at)) = found {
-            if let Some(t) = trigger {
-                triggers.insert(id, t);
-            }
-            if let Some(q) = quiet_at {
-                next_quiet = Some(next_quiet.map_or(q, |n| n.min(q)));
-            }
-        }
-    }
-    (triggers, next_quiet)
-}
-
-fn render(e: WaitEntry, view: &View<'_>, triggers: &HashMap<JobId, Trigger>) -> Entry {
-    let rev = view.revision;
+fn render(e: WaitEntry, view: &View<'_>) -> Entry {
+    let fields = view.fields;
     match e {
         WaitEntry::Delivered(job) => Entry::Result(Box::new(JobResult::delivered(&job, view))),
-        WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, rev)),
-        WaitEntry::Pending(l) => {
-            let status = Status::listed(&l, rev);
-            match triggers.get(&l.id) {
+        WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, fields)),
+        WaitEntry::Elsewhere(gone) => Entry::Elsewhere {
+            status: Status::gone(&gone, fields),
+            result_delivered_elsewhere: true,
+        },
+        WaitEntry::Pending(l, trigger) => {
+            let status = Status::listed(&l, fields);
+            match trigger {
                 Some(Trigger::Matched(m)) => Entry::Triggered {
                     status,
-                    matched: Some(*m),
+                    matched: Some(Matched {
+                        stream: m.stream.name(),
+                        offset: m.offset,
+                        bytes: m.bytes,
+                    }),
                     went_quiet: None,
                 },
-                Some(Trigger::WentQuiet(s)) => Entry::Triggered {
+                Some(Trigger::WentQuiet(silent)) => Entry::Triggered {
                     status,
                     matched: None,
-                    went_quiet: Some((s * 1000.0).round() / 1000.0),
+                    went_quiet: Some((silent.as_secs_f64() * 1000.0).round() / 1000.0),
                 },
                 None => Entry::Status(status),
             }

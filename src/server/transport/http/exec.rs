@@ -19,11 +19,12 @@
 //! - `: keep-alive` every [`KEEP_ALIVE`].
 //!
 //! # Ownership
-//! The job is submitted `owned_by_stream`: `list_jobs`, `status`, `output`
-//! and `kill` see it, `wait` refuses it, `kill` never claims it. The stream
-//! alone claims its result, once, after sending all its output. A client
-//! that goes away cancels the job (TERM, grace, KILL, removed): nothing else
-//! could collect it.
+//! The job is launched owned by its stream (`jobs::Owner::Stream`):
+//! `list_jobs`, `status`, `output` and `kill` see it, `wait` refuses it,
+//! `kill` never claims it. The stream alone claims its result, once, after
+//! sending all its output: the events come from `Jobs::follow`, this module
+//! only frames them. A client that goes away cancels the job (TERM, grace,
+//! KILL, removed): nothing else could collect it.
 //!
 //! Output bytes that the job's window dropped before the stream read them
 //! (a slow client and a small `max_output_bytes`) are skipped: the next
@@ -38,17 +39,15 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::body::Body;
 use super::read::read_body;
 use super::reply::{HttpReply as Reply, status};
 use super::state::HttpState as State;
-use crate::capture::{Redact, StreamSpec};
+use crate::capture::StreamSpec;
 use crate::jobs::result::{JobResult, View};
-use crate::jobs::{Claim, JobId, Pending, StdinSlot, Submitted};
-use crate::policy::cwd::Refusal;
+use crate::jobs::{Event, Job, JobId, LaunchError, Launched, Owner, Stream};
 use crate::protocol::version::{LATEST, Revision};
 use crate::tools::ToolError;
 use crate::tools::execute;
@@ -101,88 +100,44 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
         }
     };
     let app = &state.app;
-    let revision = Revision::negotiate(Some(LATEST));
-    let req = match execute::parse(&args, &app.config, &app.job_policy, revision) {
-        Ok(r) => r,
+    let mut launch = match execute::parse(&args, &app.config, &app.job_policy, revision()) {
+        Ok(r) => r.launch,
         Err(e) => return bad(e),
     };
+    // The stdin string is written and then stdin is closed.
+    launch.close_stdin = true;
+    launch.owner = Owner::Stream;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    let cwd = match app.cwd.resolve(req.cwd.as_deref()) {
-        Ok(cwd) => cwd,
-        Err(Refusal::Outside(why)) => return bad(ToolError::CwdRefused(why)),
-        Err(Refusal::Unusable(why)) => {
+    let (id, stdin) = match app.jobs.launch(launch) {
+        Ok(Launched::Started { id, stdin, .. }) => (id, Some(stdin.unwrap_or_default())),
+        Ok(Launched::Queued { id }) => (id, None),
+        Ok(Launched::Ended(job)) => {
             // As `execute`: a terminal start error, delivered at once.
-            let job = app.jobs.not_started(req.capture, req.label, why);
-            let _ = tx.try_send(exit_event(&job, &view(state)));
+            let _ = tx.try_send(exit_event(&job, &app.view(revision())));
             return stream(rx);
         }
-    };
-    let session = match req.session_use(&app.jobs) {
-        Ok(s) => s,
-        Err(e) => return bad(e),
-    };
-    let stdin_data = req.stdin.filter(|d| !d.is_empty()).map(String::into_bytes);
-    let submitted = app.jobs.submit(crate::jobs::Request {
-        pending: Pending {
-            spec: init::SpawnSpec {
-                program: req.program,
-                cwd,
-                env: req.env,
-                setup: req.setup,
-            },
-            stdin: stdin_data,
-            // The stdin string is written and then stdin is closed.
-            close_stdin: true,
-            timeout: req.timeout,
-            idle_timeout: req.idle_timeout,
-            session,
-        },
-        capture: req.capture,
-        label: req.label,
-        window: req.max_output_bytes,
-        owned_by_stream: true,
-    });
-    let (id, stdin) = match submitted {
-        Err(full) => {
-            return unavailable(
-                &ToolError::QueueFull {
-                    running: full.running,
-                    queued: full.queued,
-                }
-                .to_string(),
-            );
+        // The server cannot take jobs now (SPEC §12.7, §12.3).
+        Err(LaunchError::BreakerOpen { refusal, .. }) => return unavailable(&refusal),
+        Err(e @ LaunchError::QueueFull { .. }) => {
+            return unavailable(&execute::launch_error(e).to_string());
         }
-        Ok(Submitted::Failed { id }) => {
-            let Claim::Delivered(job) = app.jobs.table().claim(id) else {
-                return status(StatusCode::INTERNAL_SERVER_ERROR, "the job vanished");
-            };
-            // The breaker refuses (SPEC §12.7): the server cannot take jobs now.
-            if let crate::jobs::JobState::NotStarted { error } = &job.state
-                && error.contains("refusing")
-            {
-                return unavailable(error);
-            }
-            let _ = tx.try_send(exit_event(&job, &view(state)));
-            return stream(rx);
+        Err(LaunchError::DeliveredElsewhere(_)) => {
+            return status(StatusCode::INTERNAL_SERVER_ERROR, "the job vanished");
         }
-        Ok(Submitted::Queued { id }) => {
-            let _ = tx.try_send(event("queued", &json!({ "job_id": id })));
-            (id, None)
-        }
-        Ok(Submitted::Started {
-            id,
-            stdin,
-            stdin_data,
-            ..
-        }) => (id, Some((stdin, stdin_data))),
+        Err(e) => return bad(execute::launch_error(e)),
     };
-    tracing::info!(job = %id, "POST /exec: job submitted");
+    tracing::info!(job = %id, "POST /exec: job launched");
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        if let Some((slot, data)) = stdin {
-            tokio::spawn(write_stdin(id, slot, data));
+        if let Some(data) = stdin {
+            let app = Arc::clone(&state.app);
+            tokio::spawn(async move {
+                if let Err(e) = app.jobs.write_stdin(id, &data, true).await {
+                    tracing::info!(job = %id, error = %e, "POST /exec: writing stdin");
+                }
+            });
         }
-        if follow(&state, id, &tx).await.is_err() {
+        if frame(&state, id, &tx).await.is_err() {
             // The client went away: nothing else can collect the job.
             if !state.shutdown.is_cancelled() {
                 tracing::info!(job = %id, "POST /exec: client gone, ending its job");
@@ -193,111 +148,49 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
     stream(rx)
 }
 
-/// Writes the stdin string of a job that started at once, then closes
-/// stdin (a queued job's is written by the job service when it starts).
-async fn write_stdin(id: JobId, slot: StdinSlot, data: Option<Vec<u8>>) {
-    let mut slot = slot.lock().await;
-    if let (Some(tx), Some(data)) = (slot.as_mut(), data.as_deref())
-        && let Err(e) = tx.write_all(data).await
-    {
-        tracing::info!(job = %id, error = %e, "POST /exec: writing stdin");
-    }
-    *slot = None;
+/// The revision `POST /exec` renders results as: the latest.
+fn revision() -> Revision {
+    Revision::negotiate(Some(LATEST))
 }
 
 /// The client went away.
 struct Gone;
 
-/// Sends the job's events until its `exit` (or until it leaves the table
-/// some other way: teardown at shutdown). `Err` when the client is gone.
-async fn follow(state: &State, id: JobId, tx: &mpsc::Sender<Bytes>) -> Result<(), Gone> {
-    let table = state.app.jobs.table();
-    let view = view(state);
-    let mut started = false;
-    let mut offsets = [0u64; 2];
+/// Frames the job's events as SSE until its `exit` (or until it leaves the
+/// table some other way: teardown at shutdown), with a keep-alive comment
+/// while it is quiet. `Err` when the client is gone.
+async fn frame(state: &State, id: JobId, tx: &mpsc::Sender<Bytes>) -> Result<(), Gone> {
+    let view = state.app.view(revision());
+    let mut events = state.app.jobs.follow(id, 0, MAX_CHUNK, view);
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.reset();
     loop {
-        let changed = table.changed();
-        let output = table.output_changed();
-        tokio::pin!(changed, output);
-        changed.as_mut().enable();
-        output.as_mut().enable();
-        // One look at the job: its start, the next chunk of each stream.
-        let seen = table.with(id, |j| {
-            let redact = view.redact.map(|r| r as &dyn Redact);
-            let pid = j.state.pgid();
-            let terminal = j.state.is_terminal();
-            let next = |w: &crate::capture::Window, from: u64| {
-                if from >= w.total() {
-                    return None;
-                }
-                let spec = |unaligned| StreamSpec::From {
-                    from,
-                    length: Some(MAX_CHUNK),
-                    unaligned,
-                };
-                match w.slice_with(&spec(false), redact) {
-                    // Only an incomplete character is left: wait for the
-                    // rest, or, once terminal, send it as it is.
-                    Some(s) if s.bytes == 0 && terminal => w.slice_with(&spec(true), redact),
-                    other => other,
-                }
-            };
-            let chunks = [next(&j.stdout, offsets[0]), next(&j.stderr, offsets[1])];
-            (pid, terminal, chunks)
-        });
-        let Some((pid, terminal, chunks)) = seen else {
-            // Torn down (server shutdown): no result to deliver.
-            return Ok(());
-        };
-        if let (false, Some(pid)) = (started, pid) {
-            started = true;
-            send(tx, event("started", &json!({"job_id": id, "pid": pid.0}))).await?;
-        }
-        let mut progressed = false;
-        for (i, chunk) in chunks.into_iter().enumerate() {
-            let Some(s) = chunk else { continue };
-            if s.bytes == 0 {
-                continue;
-            }
-            offsets[i] = s.offset + s.bytes;
-            progressed = true;
-            let mut body = json!({"data": s.data, "offset": s.offset, "bytes": s.bytes});
-            if let Some(n) = s.redacted {
-                body["redacted"] = json!(n);
-            }
-            let name = if i == 0 { "stdout" } else { "stderr" };
-            send(tx, event(name, &body)).await?;
-        }
-        if progressed {
-            continue;
-        }
-        if terminal {
-            match table.claim(id) {
-                Claim::Delivered(job) => send(tx, exit_event(&job, &view)).await?,
-                // Removed by a teardown: nothing to deliver.
-                Claim::Unknown | Claim::Running => {}
-            }
-            return Ok(());
-        }
-        tokio::select! {
-            () = &mut changed => {}
-            () = &mut output => {}
+        let bytes = tokio::select! {
+            next = events.next() => match next {
+                None => return Ok(()),
+                Some(e) => render(id, e, &view),
+            },
             () = tx.closed() => return Err(Gone),
-            _ = keep_alive.tick() => send(tx, Bytes::from_static(b": keep-alive\n\n")).await?,
-        }
+            _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        tx.send(bytes).await.map_err(|_| Gone)?;
     }
 }
 
-async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Gone> {
-    tx.send(bytes).await.map_err(|_| Gone)
-}
-
-fn view(state: &State) -> View<'_> {
-    View {
-        revision: Revision::negotiate(Some(LATEST)),
-        redact: state.app.redact.as_ref().map(|r| r as &(dyn Redact + Sync)),
+/// One event, as SSE.
+fn render(id: JobId, e: Event, view: &View<'_>) -> Bytes {
+    match e {
+        Event::Queued => event("queued", &json!({ "job_id": id })),
+        Event::Started { pid } => event("started", &json!({"job_id": id, "pid": pid.0})),
+        Event::Output { stream, slice } => {
+            let mut body =
+                json!({"data": slice.data, "offset": slice.offset, "bytes": slice.bytes});
+            if let Some(n) = slice.redacted {
+                body["redacted"] = json!(n);
+            }
+            event(stream.name(), &body)
+        }
+        Event::Exit(job) => exit_event(&job, view),
     }
 }
 
@@ -307,11 +200,11 @@ fn event(name: &str, body: &impl Serialize) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
 }
 
-fn exit_event(job: &crate::jobs::Job, view: &View<'_>) -> Bytes {
+fn exit_event(job: &Job, view: &View<'_>) -> Bytes {
     let exit = Exit {
         result: JobResult::with_streams(job, &StreamSpec::None, &StreamSpec::None, view),
-        stdout_bytes: job.stdout.total(),
-        stderr_bytes: job.stderr.total(),
+        stdout_bytes: job.total_bytes(Stream::Stdout),
+        stderr_bytes: job.total_bytes(Stream::Stderr),
     };
     event("exit", &exit)
 }

@@ -19,7 +19,7 @@ pub(super) fn live() -> HttpReply {
 
 /// `GET /healthz`: status, version, uptime and job counts.
 pub(super) fn health(state: &HttpState) -> HttpReply {
-    let (running, queued) = state.app.jobs.table().counts();
+    let (running, queued) = state.app.jobs.counts();
     let (code, what) = if state.shutdown.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
     } else if state.app.jobs.breaker_open() {
@@ -39,7 +39,7 @@ pub(super) fn health(state: &HttpState) -> HttpReply {
 
 /// `GET /metrics`: the OpenMetrics exposition.
 pub(super) fn metrics(state: &HttpState) -> HttpReply {
-    let (running, queued) = state.app.jobs.table().counts();
+    let (running, queued) = state.app.jobs.counts();
     let text = crate::metrics::render(&crate::metrics::Snapshot {
         running,
         queued,

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The dependency rule (STYLE.md "Dependencies point one way", SPEC Part III
+# "One lifecycle"), checked by grep so that it cannot erode silently:
+#
+# 1. `jobs` imports nothing from `protocol`, `tools` or `server`: the
+#    lifecycle knows no wire format, no tool and no transport.
+# 2. The transports (`src/server/transport/**`) never reach into the job
+#    table: they name no `JobTable`, `Pending`, `Window`, `Redact` or stdin
+#    slot, and call no `.table()`. They call the verbs of `jobs::Jobs` and
+#    render the answers.
+#
+# Prints every offending file:line with the rule it breaks; exits 1 if any.
+# Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+
+# check RULE DIR PATTERN: report every line under DIR matching PATTERN.
+check() {
+    local rule=$1 dir=$2 pattern=$3 hits
+    hits=$(grep -rnE --include='*.rs' "$pattern" "$dir")
+    if [[ -n $hits ]]; then
+        while IFS= read -r line; do
+            echo "check-layers: $rule: $line" >&2
+        done <<<"$hits"
+        status=1
+    fi
+}
+
+check "jobs must not import protocol, tools or server" \
+    src/jobs '\bcrate::(protocol|tools|server)\b|\bsuper::super::(protocol|tools|server)\b'
+check "the transport must not reach into the job table (use the verbs of jobs::Jobs)" \
+    src/server/transport '\b(JobTable|Pending|Window|Redact|StdinSlot)\b|stdin[ _]slot|\.table\(\)'
+
+if [[ $status -eq 0 ]]; then
+    echo "check-layers: ok"
+fi
+exit "$status"

@@ -1,0 +1,159 @@
+//! `follow`: a job's life as a stream of events (SPEC §11.2, §18), for a
+//! front-end that owns a stream (`POST /exec`; later gRPC and Connect).
+//!
+//! [`Follow::next`] gives, in order: [`Event::Queued`] when the job had to
+//! wait for capacity, [`Event::Started`] once it has a process,
+//! [`Event::Output`] for each new chunk of either stream (redacted as the
+//! view says, at most the chunk size the caller chose, never splitting a
+//! UTF-8 character until the job is terminal), and last [`Event::Exit`] with
+//! the job itself, claimed — the stream that owns a job is its one
+//! deliverer. `None` after the exit, or when the job left the table some
+//! other way (torn down at shutdown: nothing to deliver).
+//!
+//! `next` is cancel-safe: its state changes only in the step that returns
+//! an event, so a front-end may `select!` it against its own keep-alive
+//! timer and its client's disconnection. Output that the job's window
+//! dropped before it was read (a slow client and a small window) is
+//! skipped: the next event's offset shows the gap.
+
+use crate::capture::{Slice, StreamSpec, Window};
+
+use super::result::View;
+use super::table::{Check, Claim, Job};
+use super::{JobId, Jobs, Stream};
+
+/// One event of a followed job.
+#[derive(Debug)]
+pub enum Event {
+    /// It waits for capacity (first, only when it had to wait).
+    Queued,
+    /// It has a process.
+    Started {
+        /// Its pid (which is its process group).
+        pid: init::Pid,
+    },
+    /// New output.
+    Output {
+        /// Which stream.
+        stream: Stream,
+        /// The chunk, at raw offsets, redacted per the view.
+        slice: Slice,
+    },
+    /// It is terminal: its result, delivered here.
+    Exit(Box<Job>),
+}
+
+/// A followed job ([`Jobs::follow`]).
+pub struct Follow<'a> {
+    jobs: &'a Jobs,
+    id: JobId,
+    view: View<'a>,
+    chunk: u64,
+    offsets: [u64; 2],
+    queued_seen: bool,
+    started_seen: bool,
+    ended: bool,
+}
+
+impl Jobs {
+    /// Follows job `id` from byte `from` of both streams, in chunks of at
+    /// most `chunk` bytes, rendered as `view` says.
+    pub fn follow<'a>(&'a self, id: JobId, from: u64, chunk: u64, view: View<'a>) -> Follow<'a> {
+        Follow {
+            jobs: self,
+            id,
+            view,
+            chunk: chunk.max(1),
+            offsets: [from; 2],
+            queued_seen: false,
+            started_seen: false,
+            ended: false,
+        }
+    }
+}
+
+/// What one look at the job saw.
+struct Seen {
+    queued: bool,
+    pid: Option<init::Pid>,
+    terminal: bool,
+    chunks: [Option<Slice>; 2],
+}
+
+impl Follow<'_> {
+    /// The next event; `None` when there are no more.
+    pub async fn next(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        let table = &self.jobs.shared.table;
+        table
+            .watch(true, || {
+                let Some(seen) = table.with(self.id, |j| self.look(j)) else {
+                    self.ended = true;
+                    return Check::Done(None);
+                };
+                if !self.queued_seen {
+                    self.queued_seen = true;
+                    if seen.queued {
+                        return Check::Done(Some(Event::Queued));
+                    }
+                }
+                if let (false, Some(pid)) = (self.started_seen, seen.pid) {
+                    self.started_seen = true;
+                    return Check::Done(Some(Event::Started { pid }));
+                }
+                let streams = [Stream::Stdout, Stream::Stderr];
+                for (i, chunk) in seen.chunks.into_iter().enumerate() {
+                    if let Some(slice) = chunk.filter(|s| s.bytes > 0) {
+                        self.offsets[i] = slice.offset + slice.bytes;
+                        return Check::Done(Some(Event::Output {
+                            stream: streams[i],
+                            slice,
+                        }));
+                    }
+                }
+                if !seen.terminal {
+                    return Check::AGAIN;
+                }
+                self.ended = true;
+                match table.claim(self.id) {
+                    Claim::Delivered(job) => Check::Done(Some(Event::Exit(job))),
+                    // Removed by a teardown: nothing to deliver.
+                    Claim::Unknown | Claim::Running => Check::Done(None),
+                }
+            })
+            .await
+    }
+
+    /// The job's start, its waiting, and the next chunk of each stream.
+    fn look(&self, job: &Job) -> Seen {
+        let terminal = job.state.is_terminal();
+        let redact = self.view.redact.map(|r| r as &dyn crate::capture::Redact);
+        let next = |w: &Window, from: u64| {
+            if from >= w.total() {
+                return None;
+            }
+            let spec = |unaligned| StreamSpec::From {
+                from,
+                length: Some(self.chunk),
+                unaligned,
+            };
+            match w.slice_with(&spec(false), redact) {
+                // Only an incomplete character is left: wait for the rest,
+                // or, once terminal, send it as it is.
+                Some(s) if s.bytes == 0 && terminal => w.slice_with(&spec(true), redact),
+                other => other,
+            }
+        };
+        Seen {
+            queued: job.queued_at.is_some(),
+            pid: job.state.pgid(),
+            terminal,
+            chunks: [
+                next(&job.stdout, self.offsets[0]),
+                next(&job.stderr, self.offsets[1]),
+            ],
+        }
+    }
+}
