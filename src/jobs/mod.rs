@@ -190,6 +190,19 @@ impl Jobs {
         self.shared.init.is_pid1()
     }
 
+    /// What puts `delivered` results back into the table, for a front-end
+    /// that claimed them and then could not hand them to their client (an
+    /// HTTP client that went away): run it, and the next claim gets them.
+    pub fn put_back(&self, delivered: Vec<Box<Job>>) -> impl FnOnce() + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        move || {
+            for job in delivered {
+                tracing::info!(job = %job.id, "its result did not reach its client: put back");
+                shared.table.put_back(*job);
+            }
+        }
+    }
+
     /// Claims job `id`'s terminal result: the only way a result leaves,
     /// exactly once (`Running`: not terminal yet; `Unknown`: no such job, or
     /// delivered already).

@@ -717,6 +717,20 @@ impl JobTable {
         Ok(out)
     }
 
+    /// Puts a delivered job back, terminal and unclaimed, for the next
+    /// claim: its result never reached whoever claimed it (SPEC §10). The
+    /// waiters registered when it left move back with it from its [`Gone`]
+    /// record, so a `wait` that listed it claims it again.
+    pub(super) fn put_back(&self, mut job: Job) {
+        {
+            let mut inner = self.lock();
+            job.signalling = 0;
+            job.waiters = inner.gone.remove(&job.id).map_or(0, |(_, left)| left);
+            inner.jobs.insert(job.id, job);
+        }
+        self.changed.notify_waiters();
+    }
+
     /// Every job, oldest first.
     pub(super) fn list(&self) -> Vec<Listed> {
         self.lock().jobs.values().map(Job::listed).collect()
@@ -1037,6 +1051,30 @@ mod tests {
         assert_eq!(t.register_waiter(&ids).err(), Some(ids[0]));
         drop(waiter);
         assert_eq!(t.claim_terminal_among(&ids).unwrap_err(), ids[0]);
+        assert!(t.lock().gone.is_empty());
+    }
+
+    #[test]
+    fn a_delivered_job_put_back_is_claimed_once_more_and_its_waiter_claims_it() {
+        let (t, ids) = table_with(&[None]);
+        let waiter = t.register_waiter(&ids).unwrap();
+        assert!(t.set_terminal(ids[0], ExitOutcome::Exited(3)));
+        let Claim::Delivered(job) = t.claim(ids[0]) else {
+            panic!("not delivered");
+        };
+        assert!(t.lock().gone.contains_key(&ids[0]));
+        // Its answer never reached the client: back it goes.
+        t.put_back(*job);
+        assert!(t.lock().gone.is_empty(), "the Gone record moved back");
+        match &t.claim_terminal_among(&ids).unwrap()[0] {
+            TableEntry::Delivered(j) => assert_eq!(j.phase(), JobPhase::Exited(3)),
+            _ => panic!("the waiter does not get the put-back result"),
+        }
+        assert!(
+            matches!(t.claim(ids[0]), Claim::Unknown),
+            "delivered once more, once"
+        );
+        drop(waiter);
         assert!(t.lock().gone.is_empty());
     }
 

@@ -37,6 +37,31 @@ pub struct Payload {
     size_hint: usize,
     /// An embedded resource shown before the text block.
     resource: Option<Box<dyn erased_serde::Serialize + Send + Sync>>,
+    /// What to do if it never reaches its client ([`Payload::on_lost`]).
+    lost: Option<Lost>,
+}
+
+/// Runs its action when dropped, unless [`Lost::disarm`] came first: a
+/// result that a tool claimed from the job table (`wait`, `kill`, a blocking
+/// `execute`) and that is dropped unsent — its client went away before the
+/// transport took it (SPEC §10) — puts what it claimed back. Dropping is
+/// the one way every unsent path ends (a closed outbox, a queue dropped
+/// with its messages, a failed write), so none can forget to.
+struct Lost(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl Lost {
+    fn disarm(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+impl Drop for Lost {
+    fn drop(&mut self) {
+        let action = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(action) = action {
+            action();
+        }
+    }
 }
 
 /// The size hint of a payload that does not give one.
@@ -50,6 +75,7 @@ impl Payload {
             array_key: None,
             size_hint: SMALL,
             resource: None,
+            lost: None,
         }
     }
 
@@ -68,7 +94,17 @@ impl Payload {
             array_key: Some(key),
             size_hint: SMALL,
             resource: None,
+            lost: None,
         }
+    }
+
+    /// Runs `action` if the payload is dropped before it was handed to its
+    /// client ([`CallResult::sent`]): a tool that claimed results passes
+    /// what puts them back, so a result is delivered exactly once to a
+    /// client that reads it, and lost to none that vanished.
+    pub fn on_lost(mut self, action: impl FnOnce() + Send + 'static) -> Payload {
+        self.lost = Some(Lost(std::sync::Mutex::new(Some(Box::new(action)))));
+        self
     }
 
     /// Says about how many bytes its JSON takes (output data it carries),
@@ -100,6 +136,16 @@ pub enum CallResult {
 }
 
 impl CallResult {
+    /// The transport handed the result to its client (written to stdout,
+    /// or to the HTTP response): from now on dropping it loses nothing.
+    pub fn sent(&self) {
+        if let CallResult::Success { payload, .. } = self
+            && let Some(lost) = &payload.lost
+        {
+            lost.disarm();
+        }
+    }
+
     /// About how many bytes the result takes on the wire (escapes not
     /// counted): the payload once, twice with `structuredContent`.
     pub fn size_hint(&self) -> usize {

@@ -58,11 +58,24 @@ impl Message {
         }
     }
 
-    /// It as one line (a batch joins several into one array).
+    /// The transport handed it to its client: a result it carries is
+    /// delivered ([`CallResult::sent`]); until then, dropping the message
+    /// puts back what the result claimed.
+    pub fn sent(&self) {
+        if let Message::Response { result, .. } = self {
+            result.sent();
+        }
+    }
+
+    /// It as one line (a batch joins several into one array). The line is
+    /// what is sent from now on, so the result counts as sent.
     pub fn into_line(self) -> String {
         match self {
             Message::Line(line) | Message::Notification(line) => line,
-            Message::Response { id, result } => protocol::success_line(&id, &result),
+            Message::Response { id, result } => {
+                result.sent();
+                protocol::success_line(&id, &result)
+            }
         }
     }
 }
@@ -184,6 +197,47 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), out.room())
             .await
             .unwrap();
+    }
+
+    /// A `tools/call` answer whose payload counts how often it was lost.
+    fn response(lost: &Arc<std::sync::atomic::AtomicUsize>) -> Message {
+        let lost = Arc::clone(lost);
+        let payload = crate::protocol::result::Payload::object(serde_json::json!({"ok": true}))
+            .on_lost(move || {
+                lost.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        Message::Response {
+            id: RequestId::Int(1),
+            result: CallResult::Success {
+                payload,
+                structured: false,
+            },
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_answer_that_never_reaches_its_writer_runs_its_lost_action_once_and_a_sent_one_never()
+     {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let lost = Arc::new(AtomicUsize::new(0));
+        // Taken by the writer and written: nothing is lost.
+        let (out, mut inbox) = new(1 << 20);
+        assert!(out.send(response(&lost)).await);
+        let Some(Outgoing::Message(m, _permit)) = inbox.rx.recv().await else {
+            panic!("expected the message");
+        };
+        let mut written = Vec::new();
+        m.write_to(&mut written).unwrap();
+        m.sent();
+        drop(m);
+        assert_eq!(lost.load(SeqCst), 0);
+        // Queued, and the writer went away with it still in the queue.
+        assert!(out.send(response(&lost)).await);
+        drop(inbox);
+        assert_eq!(lost.load(SeqCst), 1);
+        // Sent after the writer went away: refused, and lost at once.
+        assert!(!out.send(response(&lost)).await);
+        assert_eq!(lost.load(SeqCst), 2);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -315,11 +315,11 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     let launched = match jobs.launch(launch) {
         Ok(launched) => launched,
         // The breaker's refusal is the job's start error (SPEC §12.7).
-        Err(LaunchError::BreakerOpen { ended, .. }) => return Ok(delivered(call, &ended)),
+        Err(LaunchError::BreakerOpen { ended, .. }) => return Ok(rendered(call, &ended)),
         Err(e) => return Err(launch_error(e).into()),
     };
     let id = match launched {
-        Launched::Ended(job) => return Ok(delivered(call, &job)),
+        Launched::Ended(job) => return Ok(rendered(call, &job)),
         Launched::Queued { id } => id,
         Launched::Started {
             id,
@@ -365,7 +365,7 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     match cancellable(&call.cancel, waited).await {
         Err(cancelled) => Err(abandon(call, id, cancelled).await),
         Ok(Ok(mut entries)) => match entries.pop() {
-            Some(WaitEntry::Delivered(job)) => Ok(delivered(call, &job)),
+            Some(WaitEntry::Delivered(job)) => Ok(delivered(call, job)),
             Some(WaitEntry::Pending(..)) => {
                 running(call, id, Some(true).filter(|_| rev.has_part_two()))
             }
@@ -375,11 +375,18 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     }
 }
 
-/// A delivered job's result.
-fn delivered(call: &Call, job: &Job) -> Payload {
+/// A job's result, for a job that never entered the table (it could not
+/// start): nothing to put back.
+fn rendered(call: &Call, job: &Job) -> Payload {
     let result = JobResult::delivered(job, &call.view());
     let bytes = result.data_bytes();
     Payload::object(result).sized(bytes)
+}
+
+/// A delivered job's result; put back if it never reaches the client.
+fn delivered(call: &Call, job: Box<Job>) -> Payload {
+    let payload = rendered(call, &job);
+    payload.on_lost(call.app.jobs.put_back(vec![job]))
 }
 
 /// `{job_id, state, label?, yielded?}` of a job that runs on.

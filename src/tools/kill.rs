@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::jobs::result::{JobResult, Status};
-use crate::jobs::{Delivery, JobId, Plan, SignalError, Signalled};
+use crate::jobs::{Delivery, Job, JobId, Plan, SignalError, Signalled};
 use crate::protocol::result::Payload;
 
 /// Default seconds to wait for death after a signal.
@@ -173,14 +173,15 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
             SignalError::Failed(e) => ToolError::SignalFailed(e.to_string()),
         })?;
     let mut out = Killed::new(id, true);
+    let mut claimed = None;
     match signalled {
         Signalled::CancelledBeforeStart(delivery) => {
             out.cancelled_before_start = Some(true).filter(|_| call.revision.has_part_two());
-            deliver(call, &mut out, delivery);
+            claimed = deliver(call, &mut out, delivery);
         }
         Signalled::AlreadyTerminated(delivery) => {
             out.already_terminated = Some(true);
-            deliver(call, &mut out, delivery);
+            claimed = deliver(call, &mut out, delivery);
         }
         Signalled::Died {
             sent,
@@ -189,7 +190,7 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
         } => {
             out.signal_sent = Some(sent.as_raw());
             out.escalated = Some(true).filter(|_| escalated);
-            deliver(call, &mut out, delivery);
+            claimed = deliver(call, &mut out, delivery);
         }
         Signalled::Survived {
             sent,
@@ -207,14 +208,24 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
         }
     }
     let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
-    Ok(Payload::object(out).sized(bytes))
+    let payload = Payload::object(out).sized(bytes);
+    Ok(match claimed {
+        Some(job) => payload.on_lost(call.app.jobs.put_back(vec![job])),
+        None => payload,
+    })
 }
 
-/// The result, or that someone else holds it.
-fn deliver(call: &Call, out: &mut Killed, delivery: Delivery) {
+/// The result, or that someone else holds it; the job when claimed here.
+fn deliver(call: &Call, out: &mut Killed, delivery: Delivery) -> Option<Box<Job>> {
     match delivery {
-        Delivery::Here(job) => out.result = Some(JobResult::delivered(&job, &call.view())),
-        Delivery::Elsewhere => out.result_delivered_elsewhere = Some(true),
+        Delivery::Here(job) => {
+            out.result = Some(JobResult::delivered(&job, &call.view()));
+            Some(job)
+        }
+        Delivery::Elsewhere => {
+            out.result_delivered_elsewhere = Some(true);
+            None
+        }
     }
 }
 

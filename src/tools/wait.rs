@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable, deadline_in};
 use crate::jobs::result::{JobResult, Status, View};
-use crate::jobs::{JobId, Stream, Trigger, Until, WaitEntry, WaitError};
+use crate::jobs::{Job, JobId, Stream, Trigger, Until, WaitEntry, WaitError};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -205,7 +205,11 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
             WaitError::Unknown(id) => ToolError::unknown(id),
             WaitError::OwnedByStream(id) => ToolError::OwnedByStream(id),
         })?;
-    let out: Vec<Entry> = entries.into_iter().map(|e| render(e, &view)).collect();
+    let mut claimed = Vec::new();
+    let out: Vec<Entry> = entries
+        .into_iter()
+        .map(|e| render(e, &view, &mut claimed))
+        .collect();
     let bytes = out
         .iter()
         .map(|e| match e {
@@ -213,13 +217,24 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
             _ => 0,
         })
         .sum();
-    Ok(Payload::array("results", out).sized(bytes))
+    let payload = Payload::array("results", out).sized(bytes);
+    Ok(if claimed.is_empty() {
+        payload
+    } else {
+        payload.on_lost(call.app.jobs.put_back(claimed))
+    })
 }
 
-fn render(e: WaitEntry, view: &View<'_>) -> Entry {
+/// One entry; a job delivered here joins `claimed` (put back if the answer
+/// never reaches the client).
+fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Box<Job>>) -> Entry {
     let fields = view.fields;
     match e {
-        WaitEntry::Delivered(job) => Entry::Result(Box::new(JobResult::delivered(&job, view))),
+        WaitEntry::Delivered(job) => {
+            let result = Entry::Result(Box::new(JobResult::delivered(&job, view)));
+            claimed.push(job);
+            result
+        }
         WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, fields)),
         WaitEntry::Elsewhere(gone) => Entry::Elsewhere {
             status: Status::gone(&gone, fields),

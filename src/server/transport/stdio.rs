@@ -125,6 +125,9 @@ fn spawn_writer(
                             if written.is_err() {
                                 break 'write false;
                             }
+                            // In the buffer: a flush that fails now means
+                            // the client is gone and the server ends.
+                            message.sent();
                         }
                         Outgoing::Finish => break 'write out.flush().is_ok(),
                     }

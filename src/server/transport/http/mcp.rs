@@ -158,9 +158,14 @@ fn stream(mut inbox: Inbox, busy: Busy) -> HttpReply {
             if message.write_to(&mut event).is_err() {
                 return;
             }
-            drop(message);
             event.extend_from_slice(b"\n\n");
             let sent = tx.send(Bytes::from(event)).await.is_ok();
+            // Handed to the response body; if the body is gone instead,
+            // dropping the message puts back the results it claimed.
+            if sent {
+                message.sent();
+            }
+            drop(message);
             drop(permit);
             if !sent || last {
                 return;
@@ -182,6 +187,9 @@ async fn answer(mut inbox: Inbox) -> HttpReply {
                     return status(StatusCode::INTERNAL_SERVER_ERROR, "encoding the response");
                 }
                 body.push(b'\n');
+                // The body goes to hyper now; a client that vanished before
+                // this point dropped this future, and with it the message.
+                message.sent();
                 return json(StatusCode::OK, body);
             }
             Some(Outgoing::Finish) | None => return empty(StatusCode::ACCEPTED),
