@@ -95,7 +95,7 @@ fn run_with(
 /// Runs `words` (an init and its command line) with `stdin` as its input;
 /// fails the test if it takes longer than [`CASE_TIMEOUT`].
 fn run_words(words: &[&str], init: Init, stdin: &[u8], env: &[(&str, &str)]) -> Outcome {
-    let mut cmd = Command::new(&words[0]);
+    let mut cmd = Command::new(words[0]);
     cmd.args(&words[1..]).envs(env.iter().copied());
     // Only mcp-exec is asked to reset what it inherited (issue 19 §5).
     let (mut cmd, mark) = support::guard::prepare(cmd, init == Init::McpExec);
