@@ -8,7 +8,7 @@
 //! image (tini is PID 1, mcp-exec its subreaping child).
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
@@ -57,7 +57,7 @@ fn unique() -> u64 {
 }
 
 fn podman(args: &[&str]) -> std::process::Output {
-    Command::new("podman")
+    crate::support::podman()
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -178,7 +178,7 @@ fn a_burst_of_100_orphans_leaves_zero_zombies_in_the_container(t: Target) {
 fn podman_run_with_stdin_closed_exits_promptly_with_code_0(t: Target) {
     let image = t.image().expect("a container target");
     let name = format!("mcp-exec-test-closed-{}-{}", std::process::id(), unique());
-    let mut child = Command::new("podman")
+    let mut child = crate::support::podman()
         .args([
             "run",
             "-i",
@@ -200,7 +200,7 @@ fn podman_run_with_stdin_closed_exits_promptly_with_code_0(t: Target) {
         status.is_some()
     });
     if !exited {
-        let _ = Command::new("podman")
+        let _ = crate::support::podman()
             .args(["rm", "-f", "-t", "0", &name])
             .status();
         let _ = child.kill();

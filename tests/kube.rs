@@ -65,7 +65,7 @@ fn succeeds(cmd: &mut Command) -> Result<(), String> {
 
 /// podman with a pause image of its own (catatonit) and the image to play.
 fn kube_play_prerequisites() -> Result<(), String> {
-    succeeds(Command::new("podman").arg("--version"))?;
+    succeeds(crate::support::podman().arg("--version"))?;
     if !Path::new("/usr/libexec/podman/catatonit").exists() {
         return Err(
             "no /usr/libexec/podman/catatonit: apt-get install catatonit \
@@ -73,7 +73,7 @@ fn kube_play_prerequisites() -> Result<(), String> {
                 .into(),
         );
     }
-    succeeds(Command::new("podman").args(["image", "exists", &image()]))
+    succeeds(crate::support::podman().args(["image", "exists", &image()]))
         .map_err(|e| format!("image {} missing ({e})", image()))?;
     succeeds(Command::new("python3").arg("--version"))
 }
@@ -167,7 +167,7 @@ impl PlayedPod {
         };
         // Left over from a run that was killed before its guard ran.
         pod.remove();
-        let out = Command::new("podman")
+        let out = crate::support::podman()
             .args(["kube", "play"])
             .arg(&pod.variant)
             .stdin(Stdio::null())
@@ -188,7 +188,7 @@ impl PlayedPod {
     }
 
     fn logs(&self) -> String {
-        Command::new("podman")
+        crate::support::podman()
             .args(["logs", &self.container()])
             .stdin(Stdio::null())
             .output()
@@ -205,7 +205,7 @@ impl PlayedPod {
     /// Whether the server has exited at least once: it stays `exited`, or
     /// `restartPolicy: OnFailure` restarts it (a start-up refusal exits 2).
     fn server_exited(&self) -> bool {
-        let out = Command::new("podman")
+        let out = crate::support::podman()
             .args(["inspect", "--format", "{{.State.Status}} {{.RestartCount}}"])
             .arg(self.container())
             .stdin(Stdio::null())
@@ -220,7 +220,7 @@ impl PlayedPod {
             vec!["kube", "down", self.variant.to_str().unwrap()],
             vec!["pod", "rm", "--force", "--ignore", &self.name],
         ] {
-            let _ = Command::new("podman")
+            let _ = crate::support::podman()
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -400,7 +400,7 @@ fn the_shipped_pod_under_podman_kube_play_becomes_ready_executes_with_its_token_
     // once, ignoring the stop timeout (podman issues 19135, 22397; fixed upstream
     // in 2024): the server would die with 137 for podman's reasons, not ours.
     let started = Instant::now();
-    let out = Command::new("podman")
+    let out = crate::support::podman()
         .args(["pod", "stop", &pod.name])
         .stdin(Stdio::null())
         .output()
@@ -408,7 +408,7 @@ fn the_shipped_pod_under_podman_kube_play_becomes_ready_executes_with_its_token_
     let took = started.elapsed();
     assert!(out.status.success(), "podman pod stop: {out:?}");
     let logs = pod.logs();
-    let code = Command::new("podman")
+    let code = crate::support::podman()
         .args([
             "inspect",
             "--format",
@@ -430,14 +430,14 @@ fn the_shipped_pod_under_podman_kube_play_becomes_ready_executes_with_its_token_
     for line in ["shutting down on signal signal=SIGTERM", "mcp-exec exiting"] {
         assert!(logs.contains(line), "no {line:?} in the logs:\n{logs}");
     }
-    let out = Command::new("podman")
+    let out = crate::support::podman()
         .args(["kube", "down"])
         .arg(&pod.variant)
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(out.status.success(), "podman kube down: {out:?}");
-    let gone = Command::new("podman")
+    let gone = crate::support::podman()
         .args(["pod", "exists", &pod.name])
         .stdin(Stdio::null())
         .status()

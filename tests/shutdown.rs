@@ -221,7 +221,7 @@ fn when_the_client_closes_stdout_the_server_shuts_down_at_once_and_its_jobs_end(
     );
     if let Some(name) = s.container().map(str::to_owned) {
         let gone = wait_for(Duration::from_secs(10), || {
-            !std::process::Command::new("podman")
+            !crate::support::podman()
                 .args(["container", "exists", &name])
                 .status()
                 .is_ok_and(|st| st.success())

@@ -59,6 +59,17 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-exec")
 }
 
+/// `podman`, run from the temporary directory: conmon, which `podman run`
+/// and `podman kube play` start with their working directory, creates an
+/// empty file named `oom` there when its container sees an OOM kill (the
+/// memory-limit tests do that on purpose), and a test writes only under
+/// temporary directories.
+pub fn podman() -> Command {
+    let mut c = Command::new("podman");
+    c.current_dir(std::env::temp_dir());
+    c
+}
+
 fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }
@@ -174,7 +185,7 @@ impl Target {
                 c
             }
             Target::Scratch | Target::Tini => {
-                let mut c = Command::new("podman");
+                let mut c = podman();
                 c.args(["run", "-i", "--rm", "--name", name, "--log-driver", "none"]);
                 for (k, v) in env {
                     c.arg("-e").arg(format!("{k}={v}"));
@@ -500,7 +511,7 @@ impl Drop for Server {
 /// (see [`guard`]), and reaps the client-side process.
 pub fn end(container: Option<&str>, child: &mut Child, mark: &guard::Mark) {
     if let Some(name) = container {
-        let _ = Command::new("podman")
+        let _ = podman()
             .args(["rm", "-f", "-t", "0", name])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -571,7 +582,7 @@ impl Server {
             .image()
             .unwrap_or_else(|| panic!("{target:?} is not a container target"));
         let name = container_name();
-        let mut command = Command::new("podman");
+        let mut command = podman();
         command.args(["run", "-i", "--rm", "--name", &name, "--log-driver", "none"]);
         for (k, v) in env {
             command.arg("-e").arg(format!("{k}={v}"));
