@@ -1045,9 +1045,15 @@ mod tests {
         let (t, ids) = table_with(&[None]);
         let reserved = t.reserve(ids[0]);
         assert!(t.set_terminal(ids[0], ExitOutcome::Exited(0)));
-        assert!(matches!(&t.claim_terminal_among(&ids).unwrap()[0], TableEntry::Pending(_)));
+        assert!(matches!(
+            &t.claim_terminal_among(&ids).unwrap()[0],
+            TableEntry::Pending(_)
+        ));
         drop(reserved);
-        assert!(matches!(&t.claim_terminal_among(&ids).unwrap()[0], TableEntry::Delivered(_)));
+        assert!(matches!(
+            &t.claim_terminal_among(&ids).unwrap()[0],
+            TableEntry::Delivered(_)
+        ));
     }
 
     #[test]
