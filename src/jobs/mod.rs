@@ -253,7 +253,7 @@ impl Jobs {
             }
         }
         shared.table.remove(id);
-        tracing::info!(job = %id, "job torn down");
+        tracing::info!(job = %id, "cancelled execute: job torn down");
     }
 
     /// Shuts every job down (SPEC §2.5 steps 2–4) and returns what survived.

@@ -39,7 +39,8 @@
 //!
 //! # Ownership
 //! [`ShellSessions`] owns every session's state behind one short-held mutex; the
-//! job table owns the serial lanes (which job of a session runs, which wait).
+//! job table owns the serial lanes ([`lanes`]: which job of a session runs,
+//! which wait).
 //! A session's *generation* changes on `reset` and `close`, so a job that
 //! was started before either cannot write its state over them.
 //!

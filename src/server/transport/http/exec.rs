@@ -126,7 +126,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
         }
         Err(e) => return bad(execute::launch_error(e)),
     };
-    tracing::info!(job = %id, "POST /exec: job launched");
+    tracing::info!(job = %id, "POST /exec: job submitted");
     let state = Arc::clone(state);
     tokio::spawn(async move {
         if let Some(data) = stdin {
