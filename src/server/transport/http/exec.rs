@@ -35,16 +35,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::header;
+use hyper::{Request, StatusCode};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::body::Body;
 use super::read::read_body;
-use super::reply::{HttpReply as Reply, status};
-use super::state::HttpState as State;
+use super::reply::{HttpReply, sse, status};
+use super::state::HttpState;
 use crate::capture::StreamSpec;
 use crate::jobs::result::{JobResult, View};
 use crate::jobs::{Event, Job, JobId, LaunchError, Launched, Owner, Stream};
@@ -69,7 +68,7 @@ struct Exit {
 }
 
 /// `POST /exec`, after the guard (Host, Origin, token) let it through.
-pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
+pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
     let accepts_sse = req
         .headers()
         .get_all(header::ACCEPT)
@@ -114,7 +113,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
         Ok(Launched::Ended(job)) => {
             // As `execute`: a terminal start error, delivered at once.
             let _ = tx.try_send(exit_event(&job, &app.view(revision())));
-            return stream(rx);
+            return sse(rx);
         }
         // The server cannot take jobs now (SPEC §12.7, §12.3).
         Err(LaunchError::BreakerOpen { refusal, .. }) => return unavailable(&refusal),
@@ -145,7 +144,7 @@ pub(super) async fn post(state: &Arc<State>, req: Request<Incoming>) -> Reply {
             }
         }
     });
-    stream(rx)
+    sse(rx)
 }
 
 /// The revision `POST /exec` renders results as: the latest.
@@ -159,7 +158,7 @@ struct Gone;
 /// Frames the job's events as SSE until its `exit` (or until it leaves the
 /// table some other way: teardown at shutdown), with a keep-alive comment
 /// while it is quiet. `Err` when the client is gone.
-async fn frame(state: &State, id: JobId, tx: &mpsc::Sender<Bytes>) -> Result<(), Gone> {
+async fn frame(state: &HttpState, id: JobId, tx: &mpsc::Sender<Bytes>) -> Result<(), Gone> {
     let view = state.app.view(revision());
     let mut events = state.app.jobs.follow(id, 0, MAX_CHUNK, view);
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
@@ -209,23 +208,12 @@ fn exit_event(job: &Job, view: &View<'_>) -> Bytes {
     event("exit", &exit)
 }
 
-fn stream(rx: mpsc::Receiver<Bytes>) -> Reply {
-    let mut r = Response::new(Body::stream(rx));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
-}
-
 /// `400 {"error": "<the tool error text>"}`.
-fn bad(e: ToolError) -> Reply {
+fn bad(e: ToolError) -> HttpReply {
     status(StatusCode::BAD_REQUEST, &e.to_string())
 }
 
 /// `503 {"error"}`: the queue is full or the breaker refuses.
-fn unavailable(why: &str) -> Reply {
+fn unavailable(why: &str) -> HttpReply {
     status(StatusCode::SERVICE_UNAVAILABLE, why)
 }
