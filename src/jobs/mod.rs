@@ -193,12 +193,12 @@ impl Jobs {
     /// What puts `delivered` results back into the table, for a front-end
     /// that claimed them and then could not hand them to their client (an
     /// HTTP client that went away): run it, and the next claim gets them.
-    pub fn put_back(&self, delivered: Vec<Box<Job>>) -> impl FnOnce() + Send + 'static {
+    pub fn put_back(&self, delivered: Vec<Job>) -> impl FnOnce() + Send + 'static {
         let shared = Arc::clone(&self.shared);
         move || {
             for job in delivered {
                 tracing::info!(job = %job.id, "its result did not reach its client: put back");
-                shared.table.put_back(*job);
+                shared.table.put_back(job);
             }
         }
     }

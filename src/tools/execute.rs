@@ -386,7 +386,7 @@ fn rendered(call: &Call, job: &Job) -> Payload {
 /// A delivered job's result; put back if it never reaches the client.
 fn delivered(call: &Call, job: Box<Job>) -> Payload {
     let payload = rendered(call, &job);
-    payload.on_lost(call.app.jobs.put_back(vec![job]))
+    payload.on_lost(call.app.jobs.put_back(vec![*job]))
 }
 
 /// `{job_id, state, label?, yielded?}` of a job that runs on.

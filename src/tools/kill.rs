@@ -210,7 +210,7 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
     let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
     let payload = Payload::object(out).sized(bytes);
     Ok(match claimed {
-        Some(job) => payload.on_lost(call.app.jobs.put_back(vec![job])),
+        Some(job) => payload.on_lost(call.app.jobs.put_back(vec![*job])),
         None => payload,
     })
 }

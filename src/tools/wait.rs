@@ -227,12 +227,12 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
 
 /// One entry; a job delivered here joins `claimed` (put back if the answer
 /// never reaches the client).
-fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Box<Job>>) -> Entry {
+fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
     let fields = view.fields;
     match e {
         WaitEntry::Delivered(job) => {
             let result = Entry::Result(Box::new(JobResult::delivered(&job, view)));
-            claimed.push(job);
+            claimed.push(*job);
             result
         }
         WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, fields)),
