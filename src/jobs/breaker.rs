@@ -21,11 +21,11 @@ use tokio::time::Instant;
 pub struct Breaker {
     failures: u32,
     cooldown: Duration,
-    state: Mutex<State>,
+    state: Mutex<BreakerState>,
 }
 
 #[derive(Debug, Default)]
-struct State {
+struct BreakerState {
     consecutive: u32,
     open_until: Option<Instant>,
     last_error: String,
@@ -54,7 +54,7 @@ impl Breaker {
         Breaker {
             failures: 0,
             cooldown: Duration::ZERO,
-            state: Mutex::new(State {
+            state: Mutex::new(BreakerState {
                 consecutive: 0,
                 open_until: until,
                 last_error: why.to_owned(),
@@ -62,7 +62,7 @@ impl Breaker {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BreakerState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -111,7 +111,7 @@ impl Breaker {
     pub fn succeeded(&self) {
         let mut state = self.lock();
         if state.consecutive != 0 || state.open_until.is_some() {
-            *state = State::default();
+            *state = BreakerState::default();
         }
     }
 }

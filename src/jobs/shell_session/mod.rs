@@ -62,7 +62,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use epilogue::{STATE_FD, wrap};
-pub use state_parser::{MAX_STATE_BYTES, State, parse_state};
+pub use state_parser::{MAX_STATE_BYTES, ReportedState, parse_state};
 
 /// Whether `name` is a valid session name: 1–64 characters of
 /// `[A-Za-z0-9._-]`.
@@ -203,7 +203,7 @@ impl ShellSessions {
 
     /// A job of session `name` that started at `generation` ended; it
     /// reported `state` when it ended on its own with its state intact.
-    pub fn finish(&self, name: &str, generation: u64, state: Option<State>) {
+    pub fn finish(&self, name: &str, generation: u64, state: Option<ReportedState>) {
         let mut inner = self.lock();
         if let Some(s) = inner.get_mut(name) {
             s.last_used = Instant::now();
@@ -281,7 +281,7 @@ mod tests {
         sessions.join("s", &None).unwrap();
         let snap = sessions.snapshot("s", &None);
         assert!(sessions.reset("s"));
-        let state = State {
+        let state = ReportedState {
             cwd: PathBuf::from("/tmp"),
             env: Vec::new(),
         };

@@ -19,7 +19,7 @@ const NOT_CARRIED: [&str; 4] = ["PWD", "OLDPWD", "SHLVL", "_"];
 
 /// A shell's final state, as reported by the epilogue.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct State {
+pub struct ReportedState {
     /// Its working directory.
     pub cwd: PathBuf,
     /// Its exported variables (without [`NOT_CARRIED`]), sorted by name.
@@ -29,7 +29,7 @@ pub struct State {
 /// Parses what the epilogue wrote: `MCPX\0<pwd>\n\0<export -p>\0MCPX-END\n`
 /// and nothing else. `None` when it is not exactly that (a killed shell, a
 /// truncated write, an `exec`ed command, …).
-pub fn parse_state(bytes: &[u8]) -> Option<State> {
+pub fn parse_state(bytes: &[u8]) -> Option<ReportedState> {
     let mut parts = bytes.split(|&b| b == 0);
     let (start, pwd, exports, end) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if start != START || end != END || parts.next().is_some() {
@@ -43,7 +43,7 @@ pub fn parse_state(bytes: &[u8]) -> Option<State> {
     env.retain(|(k, _)| !NOT_CARRIED.iter().any(|n| k.as_os_str() == OsStr::new(n)));
     env.sort();
     env.dedup_by(|a, b| a.0 == b.0);
-    Some(State {
+    Some(ReportedState {
         cwd: PathBuf::from(OsStr::from_bytes(pwd)),
         env,
     })
@@ -258,7 +258,7 @@ mod tests {
         let state = parse_state(&[b"MCPX\0/tmp\n\0".as_slice(), text, b"\0MCPX-END\n"].concat());
         assert_eq!(
             state,
-            Some(State {
+            Some(ReportedState {
                 cwd: PathBuf::from("/tmp"),
                 env: env(&[("A", "x'y"), ("B", "l1\nl2=3"), ("D", "")]),
             })
@@ -271,7 +271,7 @@ mod tests {
         let state = parse_state(&[b"MCPX\0/\n\0".as_slice(), text, b"\0MCPX-END\n"].concat());
         assert_eq!(
             state,
-            Some(State {
+            Some(ReportedState {
                 cwd: PathBuf::from("/"),
                 env: env(&[("A", "x'y$\""), ("B", "l1\nl2\\$`\"q\u{1}"), ("C", "1")]),
             })
