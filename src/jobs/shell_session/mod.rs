@@ -88,6 +88,27 @@ struct ShellSession {
     last_used: Instant,
 }
 
+impl ShellSession {
+    /// Session `name` of `sessions`, created with the defaults (owned by
+    /// `owner`) when it does not exist.
+    fn entry<'a>(
+        sessions: &'a mut BTreeMap<String, ShellSession>,
+        name: &str,
+        owner: &ShellSessionOwner,
+        generation: u64,
+    ) -> &'a mut ShellSession {
+        sessions
+            .entry(name.to_owned())
+            .or_insert_with(|| ShellSession {
+                owner: owner.clone(),
+                generation,
+                cwd: None,
+                env: None,
+                last_used: Instant::now(),
+            })
+    }
+}
+
 /// What a session job starts with.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -163,15 +184,7 @@ impl ShellSessions {
     pub fn join(&self, name: &str, owner: &ShellSessionOwner) -> Result<(), Refused> {
         let generation = self.generation();
         let mut inner = self.lock();
-        let session = inner
-            .entry(name.to_owned())
-            .or_insert_with(|| ShellSession {
-                owner: owner.clone(),
-                generation,
-                cwd: None,
-                env: None,
-                last_used: Instant::now(),
-            });
+        let session = ShellSession::entry(&mut inner, name, owner, generation);
         if session.owner != *owner {
             return Err(Refused::OtherUser(name.to_owned()));
         }
@@ -184,15 +197,7 @@ impl ShellSessions {
     pub fn snapshot(&self, name: &str, owner: &ShellSessionOwner) -> Snapshot {
         let generation = self.generation();
         let mut inner = self.lock();
-        let s = inner
-            .entry(name.to_owned())
-            .or_insert_with(|| ShellSession {
-                owner: owner.clone(),
-                generation,
-                cwd: None,
-                env: None,
-                last_used: Instant::now(),
-            });
+        let s = ShellSession::entry(&mut inner, name, owner, generation);
         s.last_used = Instant::now();
         Snapshot {
             generation: s.generation,
