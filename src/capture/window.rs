@@ -90,6 +90,11 @@ impl Window {
         self.total
     }
 
+    /// Bytes of memory it holds (its buffer's capacity).
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Bytes dropped from the head: `total - retained`.
     pub fn dropped(&self) -> u64 {
         self.total - self.buf.len() as u64

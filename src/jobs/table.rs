@@ -147,6 +147,12 @@ impl Job {
         }
     }
 
+    /// Bytes of memory its output windows hold: what keeping it costs
+    /// (a result kept to be put back counts it against the answer budgets).
+    pub fn held_bytes(&self) -> usize {
+        self.stdout.held().saturating_add(self.stderr.held())
+    }
+
     /// Its listing entry.
     pub(super) fn listed(&self) -> Listed {
         Listed {

@@ -207,8 +207,11 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
             out.detail = Some(detail(pgid, sent, !phase.is_terminal(), &members));
         }
     }
+    // A claimed job is kept beside its rendered result until the answer is
+    // sent: both count against the byte budgets.
+    let held = claimed.as_ref().map_or(0, |j| j.held_bytes());
     let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
-    let payload = Payload::object(out).sized(bytes);
+    let payload = Payload::object(out).sized(bytes.saturating_add(held));
     Ok(match claimed {
         Some(job) => payload.on_lost(call.app.jobs.put_back(vec![*job])),
         None => payload,

@@ -216,8 +216,11 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
             Entry::Result(r) => r.data_bytes(),
             _ => 0,
         })
-        .sum();
-    let payload = Payload::array("results", out).sized(bytes);
+        .sum::<usize>();
+    // The claimed jobs are kept beside their rendered results until the
+    // answer is sent: both count against the byte budgets.
+    let held: usize = claimed.iter().map(Job::held_bytes).sum();
+    let payload = Payload::array("results", out).sized(bytes.saturating_add(held));
     Ok(if claimed.is_empty() {
         payload
     } else {
