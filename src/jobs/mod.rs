@@ -59,7 +59,7 @@ pub use follow::Event;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
-pub use signal::{Delivery, Plan, SignalError, Signalled};
+pub use signal::{Delivery, JobSignalError, Plan, Signalled};
 pub use state::{Cause, JobId, JobPhase, Owner, Stream};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;

@@ -72,9 +72,9 @@ pub enum Signalled {
     },
 }
 
-/// Why a signal could not be sent.
+/// Why `Jobs::signal` could not signal a job (init's `SignalError` is the kernel's refusal, one of its causes).
 #[derive(Debug, thiserror::Error)]
-pub enum SignalError {
+pub enum JobSignalError {
     /// No such job (never existed, or delivered already).
     #[error("unknown job {0}")]
     Unknown(JobId),
@@ -101,7 +101,7 @@ impl Jobs {
         plan: Plan,
         wait: Duration,
         on_wait: impl FnMut(DeathWait),
-    ) -> Result<Signalled, SignalError> {
+    ) -> Result<Signalled, JobSignalError> {
         let shared = &self.shared;
         let table = &shared.table;
         let owner = table.with(id, |j| j.owner).unwrap_or(Owner::Caller);
@@ -118,7 +118,7 @@ impl Jobs {
                     None => {}
                 }
                 match table.with(id, |j| (j.state.pgid(), j.state.is_terminal())) {
-                    None => Check::Done(Err(SignalError::Unknown(id))),
+                    None => Check::Done(Err(JobSignalError::Unknown(id))),
                     Some((Some(pgid), false)) => Check::Done(Ok(Before::Signal(pgid))),
                     Some((Some(pgid), true)) if init::group_exists(pgid) => {
                         Check::Done(Ok(Before::Signal(pgid)))
@@ -173,12 +173,12 @@ impl Jobs {
 
     /// The answer for a job fully gone before any signal: its result (or,
     /// for a job a stream owns, that the stream delivers it).
-    fn already_terminated(&self, id: JobId, owner: Owner) -> Result<Signalled, SignalError> {
+    fn already_terminated(&self, id: JobId, owner: Owner) -> Result<Signalled, JobSignalError> {
         let delivery = match owner {
             Owner::Stream => Delivery::Elsewhere,
             Owner::Caller => match self.shared.table.claim(id) {
                 Claim::Delivered(job) => Delivery::Here(job),
-                Claim::Running | Claim::Unknown => return Err(SignalError::Unknown(id)),
+                Claim::Running | Claim::Unknown => return Err(JobSignalError::Unknown(id)),
             },
         };
         Ok(Signalled::AlreadyTerminated(delivery))

@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::jobs::result::{JobResult, Status};
-use crate::jobs::{Delivery, Job, JobId, Plan, SignalError, Signalled};
+use crate::jobs::{Delivery, Job, JobId, JobSignalError, Plan, Signalled};
 use crate::protocol::result::Payload;
 
 /// Default seconds to wait for death after a signal.
@@ -169,8 +169,8 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
     let signalled = cancellable(&call.cancel, call.app.jobs.signal(id, plan, wait, on_wait))
         .await?
         .map_err(|e| match e {
-            SignalError::Unknown(id) => ToolError::unknown(id),
-            SignalError::Failed(e) => ToolError::SignalFailed(e.to_string()),
+            JobSignalError::Unknown(id) => ToolError::unknown(id),
+            JobSignalError::Failed(e) => ToolError::SignalFailed(e.to_string()),
         })?;
     let mut out = Killed::new(id, true);
     let mut claimed = None;
