@@ -35,13 +35,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header;
 use hyper::{Request, StatusCode};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::read::read_body;
+use super::read::{Accepts, read_body};
 use super::reply::{HttpReply, sse, status};
 use super::state::HttpState;
 use crate::capture::StreamSpec;
@@ -69,17 +68,7 @@ struct Exit {
 
 /// `POST /exec`, after the guard (Host, Origin, token) let it through.
 pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
-    let accepts_sse = req
-        .headers()
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|a| {
-            a.trim()
-                .to_ascii_lowercase()
-                .starts_with("text/event-stream")
-        });
+    let accepts_sse = Accepts::of(req.headers()).sse;
     if !accepts_sse {
         return status(
             StatusCode::NOT_ACCEPTABLE,

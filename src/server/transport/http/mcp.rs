@@ -21,36 +21,12 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use tokio::sync::mpsc;
 
-use super::read::read_body;
+use super::read::{Accepts, read_body};
 use super::reply::{HttpReply, empty, json, sse, status};
 use super::state::{Busy, HttpSession, HttpState, lock, new_session_id};
 use crate::protocol::version::SUPPORTED;
 use crate::server::outbox::{self, Inbox, Message, Outgoing};
 use crate::server::session::{Inbound, McpSession};
-
-/// What the client's `Accept` allows.
-struct Accepts {
-    json: bool,
-    sse: bool,
-}
-
-impl Accepts {
-    /// From the `Accept` headers; none at all allows JSON.
-    fn of(headers: &hyper::HeaderMap) -> Accepts {
-        let accept = headers
-            .get_all(header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect::<Vec<_>>()
-            .join(",")
-            .to_ascii_lowercase();
-        let accepts = |what: &str| accept.split(',').any(|a| a.trim().starts_with(what));
-        Accepts {
-            json: accept.is_empty() || accepts("application/json") || accepts("*/*"),
-            sse: accepts("text/event-stream"),
-        }
-    }
-}
 
 /// `POST /mcp`, after the guard (Host, Origin, token) let it through.
 pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {

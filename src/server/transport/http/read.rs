@@ -1,6 +1,7 @@
-//! Reading a request body, bounded in size (`MCP_EXEC_MAX_LINE_BYTES`) and
-//! in time ([`BODY_READ_TIMEOUT`]); a body past either bound is a refusal,
-//! and the rest of it is never read.
+//! Reading a request: what its `Accept` allows ([`Accepts`]), and its body,
+//! bounded in size (`MCP_EXEC_MAX_LINE_BYTES`) and in time
+//! ([`BODY_READ_TIMEOUT`]); a body past either bound is a refusal, and the
+//! rest of it is never read.
 
 use std::time::Duration;
 
@@ -12,6 +13,32 @@ use hyper::{Request, StatusCode};
 
 use super::reply::{HttpReply, closing, status};
 use super::state::HttpState;
+
+/// What the client's `Accept` allows.
+pub(super) struct Accepts {
+    /// `application/json` (or `*/*`, or no `Accept` at all).
+    pub(super) json: bool,
+    /// `text/event-stream`.
+    pub(super) sse: bool,
+}
+
+impl Accepts {
+    /// From the `Accept` headers; none at all allows JSON.
+    pub(super) fn of(headers: &hyper::HeaderMap) -> Accepts {
+        let accept = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(",")
+            .to_ascii_lowercase();
+        let accepts = |what: &str| accept.split(',').any(|a| a.trim().starts_with(what));
+        Accepts {
+            json: accept.is_empty() || accepts("application/json") || accepts("*/*"),
+            sse: accepts("text/event-stream"),
+        }
+    }
+}
 
 /// A `/mcp` or `/exec` body must arrive within this after its head, or the
 /// request gets `408` and the connection closes: hyper's header timeout
