@@ -77,7 +77,9 @@ struct Seen {
     queued: bool,
     pid: Option<init::Pid>,
     terminal: bool,
-    chunks: [Option<Slice>; 2],
+    /// The next output event's stream and slice, when that is the next
+    /// event (sliced, and redacted, only then).
+    output: Option<(Stream, Slice)>,
 }
 
 impl Follow<'_> {
@@ -103,15 +105,10 @@ impl Follow<'_> {
                     self.started_seen = true;
                     return Check::Done(Some(Event::Started { pid }));
                 }
-                let streams = [Stream::Stdout, Stream::Stderr];
-                for (i, chunk) in seen.chunks.into_iter().enumerate() {
-                    if let Some(slice) = chunk.filter(|s| s.bytes > 0) {
-                        self.offsets[i] = slice.offset + slice.bytes;
-                        return Check::Done(Some(Event::Output {
-                            stream: streams[i],
-                            slice,
-                        }));
-                    }
+                if let Some((stream, slice)) = seen.output {
+                    self.offsets[usize::from(stream == Stream::Stderr)] =
+                        slice.offset + slice.bytes;
+                    return Check::Done(Some(Event::Output { stream, slice }));
                 }
                 if !seen.terminal {
                     return Check::AGAIN;
@@ -126,9 +123,14 @@ impl Follow<'_> {
             .await
     }
 
-    /// The job's start, its waiting, and the next chunk of each stream.
+    /// The job's start, its waiting, and — when no `Queued` or `Started`
+    /// comes first — the next chunk of output (stdout before stderr), so
+    /// that each chunk is sliced and redacted once, when it is sent.
     fn look(&self, job: &Job) -> Seen {
         let terminal = job.state.is_terminal();
+        let queued = job.queued_at.is_some();
+        let pid = job.state.pgid();
+        let announces = (!self.queued_seen && queued) || (!self.started_seen && pid.is_some());
         let redact = self.view.redact.map(|r| r as &dyn crate::capture::Redact);
         let next = |w: &Window, from: u64| {
             if from >= w.total() {
@@ -146,14 +148,23 @@ impl Follow<'_> {
                 other => other,
             }
         };
+        let output = if announces {
+            None
+        } else {
+            [(Stream::Stdout, &job.stdout), (Stream::Stderr, &job.stderr)]
+                .into_iter()
+                .enumerate()
+                .find_map(|(i, (stream, w))| {
+                    next(w, self.offsets[i])
+                        .filter(|s| s.bytes > 0)
+                        .map(|s| (stream, s))
+                })
+        };
         Seen {
-            queued: job.queued_at.is_some(),
-            pid: job.state.pgid(),
+            queued,
+            pid,
             terminal,
-            chunks: [
-                next(&job.stdout, self.offsets[0]),
-                next(&job.stderr, self.offsets[1]),
-            ],
+            output,
         }
     }
 }
