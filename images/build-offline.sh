@@ -29,6 +29,9 @@
 #   MCP_EXEC_BINARY   prebuilt static mcp-exec to package instead of building with cargo
 #   MCP_EXEC_SMOKE    0 skips the smoke runs (default 1)
 #   CARGO_TARGET_DIR  honoured when locating the cargo-built binary
+#   MCP_EXEC_TEST_IMAGE_SCRATCH, MCP_EXEC_TEST_IMAGE_TINI
+#                     tags to build instead of localhost/mcp-exec:scratch|tini (the test
+#                     harness reads the same variables, so a private copy is built and tested)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,8 +39,8 @@ cd "$repo"
 
 target=x86_64-unknown-linux-gnu
 base_repo=localhost/mcp-exec-offline-base
-scratch_tag=localhost/mcp-exec:scratch
-tini_tag=localhost/mcp-exec:tini
+scratch_tag=${MCP_EXEC_TEST_IMAGE_SCRATCH:-localhost/mcp-exec:scratch}
+tini_tag=${MCP_EXEC_TEST_IMAGE_TINI:-localhost/mcp-exec:tini}
 path_env=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 say() { printf 'build-offline: %s\n' "$*" >&2; }
