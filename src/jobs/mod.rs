@@ -16,6 +16,7 @@
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
+//! | [`Jobs::is_tty`], [`Jobs::resize`], [`Jobs::terminal_device`] | terminal jobs (SPEC §20) | [`terminal`] |
 //!
 //! Every job has one [`Owner`], set at launch: the caller (whoever claims
 //! the result first) or a stream (only it delivers; SPEC §11.2). Jobs are
@@ -33,6 +34,7 @@
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
 //! - [`shell_session`]: shell sessions, their lanes, their state and the
 //!   epilogue that reports it (SPEC §17).
+//! - [`terminal`]: a terminal job's pseudo-terminal (SPEC §20).
 //! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 
 mod breaker;
@@ -46,6 +48,7 @@ mod signal;
 mod state;
 mod stdin;
 mod table;
+mod terminal;
 mod wait;
 
 use std::sync::Arc;
@@ -56,6 +59,7 @@ use tokio::time::Instant;
 
 use crate::capture::StreamSpec;
 pub use follow::Event;
+pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
@@ -65,6 +69,7 @@ use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};
+pub use terminal::{DEFAULT_SIZE, MAX_DIMENSION, TerminalError, window_size};
 pub use wait::{Trigger, Until, WaitEntry, WaitError};
 
 /// How long to wait for SIGKILL to take effect after a grace.
