@@ -251,7 +251,7 @@ impl Jobs {
                 Step::new(Signal::TERM, shared.grace),
                 Step::new(Signal::KILL, KILL_WAIT),
             ];
-            match shared.init.escalate(pgid, &steps, |_| {}).await {
+            match shared.escalate(id, pgid, &steps, |_| {}).await {
                 Ok(e) if e.dead || e.already_dead => shared.terminal(id).await,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(job = %id, error = %e, "tearing a job down"),
@@ -266,14 +266,37 @@ impl Jobs {
     pub async fn shutdown(&self) -> init::ShutdownReport {
         let shared = &self.shared;
         shared.table.set_cause_all(Cause::Shutdown);
-        shared
-            .init
-            .shutdown(shared.table.pgids(), shared.grace)
-            .await
+        let mut groups = Vec::new();
+        for (pgid, tty) in shared.table.pgids() {
+            groups.push(pgid);
+            if tty {
+                // A terminal job's session may hold more groups (SPEC §20).
+                let others = init::procinfo::session_groups(pgid.0);
+                groups.extend(others.into_iter().map(init::Pid));
+            }
+        }
+        shared.init.shutdown(groups, shared.grace).await
     }
 }
 
 impl Shared {
+    /// The one escalation of a job's processes: its group, and for a
+    /// terminal job every group of its session (SPEC §20: `kill` reaches
+    /// the session), with death observed as for a group.
+    async fn escalate(
+        &self,
+        id: JobId,
+        pgid: init::Pid,
+        steps: &[Step],
+        on_wait: impl FnMut(init::DeathWait),
+    ) -> Result<init::Escalation, init::SignalError> {
+        if self.table.with(id, |j| j.tty.is_tty()).unwrap_or(false) {
+            self.init.escalate_session(pgid, steps, on_wait).await
+        } else {
+            self.init.escalate(pgid, steps, on_wait).await
+        }
+    }
+
     /// Waits until job `id` is terminal or has left the table (its runner
     /// reads the last output before it marks it terminal).
     async fn terminal(&self, id: JobId) {
@@ -306,7 +329,7 @@ impl Shared {
                 Step::new(Signal::TERM, shared.grace),
                 Step::new(Signal::KILL, KILL_WAIT),
             ];
-            if let Err(e) = shared.init.escalate(pgid, &steps, |_| {}).await {
+            if let Err(e) = shared.escalate(id, pgid, &steps, |_| {}).await {
                 tracing::warn!(job = %id, error = %e, "ending a job at its deadline");
             }
         });

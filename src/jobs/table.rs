@@ -774,12 +774,14 @@ impl JobTable {
         self.lock().jobs.values().map(Job::listed).collect()
     }
 
-    /// The process groups of every started job in the table (for shutdown).
-    pub(super) fn pgids(&self) -> Vec<Pid> {
+    /// The process groups of every started job in the table (for
+    /// shutdown), each with whether it is a terminal job's (whose session
+    /// may hold more groups).
+    pub(super) fn pgids(&self) -> Vec<(Pid, bool)> {
         self.lock()
             .jobs
             .values()
-            .filter_map(|j| j.state.pgid())
+            .filter_map(|j| j.state.pgid().map(|p| (p, j.tty.is_tty())))
             .collect()
     }
 

@@ -323,6 +323,9 @@ pub(crate) fn parse(
         .map_err(ToolError::invalid)?;
     if revision.has_terminals() {
         req.launch.tty = terminal(a)?;
+        if req.launch.tty.is_some() && matches!(a.get("capture"), None | Some(Value::Null)) {
+            req.launch.capture = CapturePolicy::terminal();
+        }
     }
     if req.launch.tty.is_some() && req.launch.shell_session.is_some() {
         return Err(ToolError::invalid(TTY_AND_SHELL_SESSION));
