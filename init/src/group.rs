@@ -197,7 +197,10 @@ impl Init {
     ) -> Result<Escalation, SignalError> {
         let mut groups = vec![sid];
         groups.extend(procinfo::session_groups(sid.0).into_iter().map(Pid));
-        let mut tracked = self.escalate_groups(&groups, steps, on_wait).await.into_iter();
+        let mut tracked = self
+            .escalate_groups(&groups, steps, on_wait)
+            .await
+            .into_iter();
         let Some(leader) = tracked.next() else {
             return Ok(Escalation::default());
         };
