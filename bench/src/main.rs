@@ -27,6 +27,8 @@
 //! abuse the HTTP listener). [`current`] turns a run's JSON into the
 //! "Current figures" block of BENCHMARKS.md; [`compare`] measures the
 //! headline figures of `--compare OTHER` interleaved with this build's.
+//! [`terminal`] measures terminal jobs (issue 21): `screen`, idle PTY memory,
+//! keystroke to screen, `yes` through a PTY.
 
 mod abuse;
 mod baseline;
@@ -44,6 +46,7 @@ mod smaps;
 mod soak;
 mod stats;
 mod sys;
+mod terminal;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -82,7 +85,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 25] = [
+const SCENARIOS: [&str; 29] = [
     "size",
     "startup",
     "rtt",
@@ -108,6 +111,10 @@ const SCENARIOS: [&str; 25] = [
     "http_abuse",
     "soak",
     "compare",
+    "screen",
+    "screen_memory",
+    "keystroke",
+    "pty_throughput",
 ];
 
 struct Options {
@@ -414,6 +421,121 @@ fn run(o: &Options) -> Result<(), Error> {
             json!(l.ping_cpu.median()),
         );
         notes.insert("tools_list_ping_median_us".into(), json!(l.ping.median()));
+    }
+    if o.wants("screen") {
+        eprintln!(
+            "bench: screen server time ({} × ping + screen at 80×24 and 200×60)",
+            plan.screen_calls
+        );
+        for (t, (_, _, goal)) in terminal::screen_time(&mut server, plan.screen_calls)?
+            .iter()
+            .zip(terminal::SIZES)
+        {
+            let (cols, rows) = t.size;
+            let (key, target) = if cols == 80 {
+                ("screen_80x24", "≤ 20 µs")
+            } else {
+                ("screen_200x60", "≤ 100 µs")
+            };
+            figures.push(Figure::latency_in(
+                key,
+                format!(
+                    "screen server time at {cols}×{rows}, full: rtt − median ping rtt ({} B result)",
+                    t.bytes
+                ),
+                "µs",
+                &t.server_time(),
+                Some((target, goal)),
+            ));
+        }
+    }
+    if o.wants("screen_memory") {
+        for width in [79, 8] {
+            eprintln!(
+                "bench: screen memory ({} idle PTY jobs, 1,100 lines of {width} characters each)",
+                plan.screen_jobs
+            );
+            let m = terminal::idle_memory(&mut server, plan.screen_jobs, width)?;
+            let (anon, file, rss) = m.per_job_kib;
+            figures.push(Figure::value(
+                if width == 79 {
+                    "screen_idle_rss_per_job"
+                } else {
+                    "screen_idle_rss_per_job_short"
+                },
+                format!(
+                    "idle PTY job, 80×24, 1,000 lines of scrollback of {} characters ({} kept): \
+                     server RSS growth per job (anon {anon:.1} + file {file:.1}; {} jobs)",
+                    m.width, m.scrollback_lines, m.jobs
+                ),
+                "KiB",
+                rss,
+                Some(("≤ 256 KiB", 256.0)),
+            ));
+        }
+    }
+    if o.wants("keystroke") {
+        eprintln!(
+            "bench: keystroke to screen ({} × input of one character to cat, screen until shown)",
+            plan.keystrokes
+        );
+        let k = terminal::keystroke(&mut server, plan.keystrokes)?;
+        figures.push(
+            Figure::latency_in(
+                "keystroke_server",
+                format!(
+                    "keystroke to screen, in the server: input → screen showing it, less one \
+                     median ping rtt per call ({:.1} screen calls per key)",
+                    k.polls
+                ),
+                "ms",
+                &k.server,
+                Some(("p50 ≤ 2 ms, p99 ≤ 10 ms", 2.0)),
+            )
+            .with_p99_max(10.0),
+        );
+        figures.push(
+            Figure::latency_vs(
+                "keystroke_mcp",
+                "keystroke to screen over MCP (stdio): input → the screen call that shows it",
+                &k.total,
+                &k.ping,
+                "ping rtt (stdio, interleaved)",
+            )
+            .with_offset_target("≤ stdio rtt + 2 ms", 2.0),
+        );
+    }
+    if o.wants("pty_throughput") {
+        let size_mib = plan.pty_bytes >> 20;
+        eprintln!(
+            "bench: pty throughput ({} × {size_mib} MiB of `yes` through a PTY)",
+            plan.pty_runs
+        );
+        let t = terminal::pty_throughput(&mut server, plan.pty_runs, plan.pty_bytes)?;
+        let mib_through = t.bytes as f64 / f64::from(1 << 20);
+        let rate = |wall: &stats::Samples| {
+            let mut r = stats::Samples::default();
+            for ms in wall.raw() {
+                r.push(mib_through / (ms / 1e3));
+            }
+            r
+        };
+        figures.push(Figure::rate_vs(
+            "pty_throughput",
+            format!("pty throughput: blocking execute {{tty}} of `yes | head` ({mib_through:.0} MiB through the terminal)"),
+            "MiB/s",
+            &rate(&t.server_ms),
+            &rate(&t.bare_ms),
+            "a bare PTY reader of the same command",
+            ("≥ 0.5× bare PTY reader", 0.5),
+        ));
+        figures.push(Figure::value(
+            "pty_peak_rss",
+            format!("  peak RSS during the {size_mib} MiB PTY runs"),
+            "MiB",
+            mib(t.peak_kib),
+            Some(("≤ 16 MiB", 16.0)),
+        ));
     }
     if o.wants("throughput") {
         let size_mib = plan.throughput_bytes >> 20;

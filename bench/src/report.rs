@@ -227,6 +227,21 @@ impl Figure {
         self
     }
 
+    /// Adds a maximum on the p99 to a target set on the median: met only if both hold.
+    pub fn with_p99_max(mut self, max: f64) -> Figure {
+        let p99_ok = self.p99.is_some_and(|p| p <= max);
+        self.met = self.met.map(|m| m && p99_ok);
+        self
+    }
+
+    /// Sets a target of `median ≤ baseline median + offset` (same unit).
+    pub fn with_offset_target(mut self, text: &'static str, offset: f64) -> Figure {
+        let base = self.baseline.as_ref().map_or(f64::NAN, |b| b.median);
+        self.target = text;
+        self.met = Some(self.median <= base + offset);
+        self
+    }
+
     /// Sets the target of a figure bounded by one ratio to its baseline:
     /// `median ≤ m × baseline median`.
     pub fn with_ratio_target(mut self, text: &'static str, m: f64) -> Figure {

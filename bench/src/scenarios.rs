@@ -90,6 +90,16 @@ pub struct Plan {
     pub abuse_calls: usize,
     /// Wrong-token requests of the abuse there.
     pub abuse_wrong_tokens: usize,
+    /// `screen` calls (each paired with a `ping`) per size in `screen` (issue 21).
+    pub screen_calls: usize,
+    /// Idle PTY jobs with 1,000 lines of scrollback held at once in `screen_memory`.
+    pub screen_jobs: usize,
+    /// Keystrokes in `keystroke`.
+    pub keystrokes: usize,
+    /// Runs of `pty_throughput`.
+    pub pty_runs: usize,
+    /// Bytes through the terminal per run there.
+    pub pty_bytes: u64,
 }
 
 impl Plan {
@@ -124,6 +134,11 @@ impl Plan {
         soak_jobs: 100_000,
         abuse_calls: 400,
         abuse_wrong_tokens: 10_000,
+        screen_calls: 2000,
+        screen_jobs: 50,
+        keystrokes: 500,
+        pty_runs: 3,
+        pty_bytes: 256 << 20,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -160,6 +175,11 @@ impl Plan {
         soak_jobs: 1000,
         abuse_calls: 20,
         abuse_wrong_tokens: 500,
+        screen_calls: 5,
+        screen_jobs: 2,
+        keystrokes: 10,
+        pty_runs: 1,
+        pty_bytes: 4 << 20,
     };
 }
 
@@ -300,7 +320,7 @@ pub fn rtt_spawn(server: &mut Server, rounds: usize, batch: usize) -> Result<Spa
 }
 
 /// One `ping`: its rtt, and a check that the result is `{}`.
-fn ping(server: &mut Server) -> Result<Duration, Error> {
+pub fn ping(server: &mut Server) -> Result<Duration, Error> {
     let (took, result) = server.call("ping", json!({}), CALL_TIMEOUT)?;
     if result != json!({}) {
         return Err(Error(format!("ping: expected {{}}, got {result}")));
