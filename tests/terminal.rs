@@ -221,11 +221,12 @@ fn kill_reaches_the_groups_of_a_job_control_shell(t: Target) {
     let mut pgids = Vec::new();
     let both = crate::support::wait_for(crate::support::TIMEOUT, || {
         let groups = s.exec(&format!(
-            "for p in $(pgrep -f '[s]leep {m1}|[s]leep {m2}'); do ps -o pgid= -p $p; done"
+            "for p in $(pgrep -f '[s]leep {m1}|[s]leep {m2}'); do cut -d' ' -f5 /proc/$p/stat; done"
         ));
+        // The pgid is field 5 of /proc/PID/stat (busybox ps has no -o pgid).
         pgids = groups["stdout"]["data"]
             .as_str()
-            .unwrap()
+            .unwrap_or_default()
             .split_whitespace()
             .map(str::to_owned)
             .collect();
