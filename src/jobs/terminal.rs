@@ -330,3 +330,50 @@ fn redacted(mut view: ScreenView, redact: Option<&(dyn Redact + Sync)>) -> Scree
     }
     view
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_size_is_one_to_a_thousand_cells_each_way() {
+        assert_eq!(
+            window_size(1, 1).ok(),
+            Some(WindowSize { cols: 1, rows: 1 })
+        );
+        assert_eq!(
+            window_size(1000, 1000).ok(),
+            Some(WindowSize {
+                cols: 1000,
+                rows: 1000
+            })
+        );
+        for (cols, rows) in [(0, 24), (80, 0), (1001, 24), (80, 70_000), (u64::MAX, 1)] {
+            assert!(
+                matches!(window_size(cols, rows), Err(TerminalError::BadSize)),
+                "{cols}x{rows}"
+            );
+        }
+    }
+
+    /// Redacts every "secret" to "[REDACTED]".
+    struct Secret;
+    impl Redact for Secret {
+        fn redact(&self, text: &[u8], data: std::ops::Range<usize>) -> (String, u64) {
+            let s = String::from_utf8_lossy(&text[data]).into_owned();
+            let n = s.matches("secret").count() as u64;
+            (s.replace("secret", "[REDACTED]"), n)
+        }
+    }
+
+    #[test]
+    fn a_redacted_screen_hides_secrets_in_lines_scrollback_and_title() {
+        let mut screen = Screen::new(20, 2, 10);
+        screen.feed(b"\x1b]0;a secret title\x07one secret\r\ntwo\r\nthree secret");
+        let view = redacted(screen.view(5), Some(&Secret));
+        assert_eq!(view.lines, ["two", "three [REDACTED]"]);
+        assert_eq!(view.scrollback, Some(vec!["one [REDACTED]".to_owned()]));
+        assert_eq!(view.title.as_deref(), Some("a [REDACTED] title"));
+        assert_eq!(view.offset, screen.offset());
+    }
+}
