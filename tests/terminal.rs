@@ -395,6 +395,17 @@ fn resize_of_a_pipe_job_and_bad_terminal_arguments_are_clear_errors(t: Target) {
     s.call("kill", json!({"job_id": id}));
 }
 
+fn a_tty_job_of_another_user_can_reopen_its_terminal_by_name(t: Target) {
+    let mut s = server(t);
+    // As `ssh` and `sudo` do: open the terminal by the name `tty` prints.
+    let r = s.call(
+        "execute",
+        json!({"command": "id -u; echo via-name > \"$(tty)\"", "tty": true, "user": "nobody"}),
+    );
+    assert_eq!(r["state"], json!("success"), "{r}");
+    assert_eq!(r["stdout"]["data"], json!("65534\r\nvia-name\r\n"), "{r}");
+}
+
 fn a_2024_11_05_session_ignores_tty(t: Target) {
     let mut s = Server::started_in(t, &[("SHELL", "/bin/sh")], "2024-11-05");
     let r = s.call(
@@ -419,5 +430,6 @@ crate::parity!(
     the_screen_shows_a_running_and_an_ended_job_until_delivery,
     a_full_screen_program_shows_as_the_alternate_screen,
     bad_key_names_and_screen_of_a_pipe_job_are_errors_naming_them,
+    a_tty_job_of_another_user_can_reopen_its_terminal_by_name,
     a_2024_11_05_session_ignores_tty,
 );
