@@ -79,3 +79,6 @@ mod messages;
 
 /// Terminal jobs (SPEC §20): a PTY, its output stream, TERM and size, resize, C-d, session kill.
 mod terminal;
+
+/// Interactive programs on a terminal job through `screen` and `keys` (issue 21 item 6).
+mod terminal_programs;
