@@ -4,8 +4,8 @@
 //! password typed to `read -s` never reaches the screen; `git add -p` takes an answer; `stty
 //! size` follows `resize`; `C-c` interrupts a foreground `sleep`.
 //!
-//! The images have busybox `vi`, `top`, `sh` and a static `bash`; `python3` and `git` are the
-//! host's only, so those tests run on `bare` and `pid1`.
+//! The images have busybox `vi`, `top` and `sh` (the tini image also `bash`); `python3` and
+//! `git` are the host's only, so those tests run on `bare` and `pid1`.
 //!
 //! No fixed sleep: [`screen_until`] reads the screen, and while it does not show what is
 //! wanted, waits (`wait … until`) for the job's next output byte after the offset that screen
@@ -218,7 +218,8 @@ fn read_s_gets_a_password_that_never_appears_on_the_screen(t: Target) {
     let secret = format!("pw{}x", marker());
     let id = start(
         &mut s,
-        "exec bash -c 'read -r -s -p \"Password: \" pw; echo; \
+        // bash, or busybox sh where there is none (the scratch image); dash has no `read -s`.
+        "exec \"$(command -v bash || echo sh)\" -c 'read -r -s -p \"Password: \" pw; echo; \
          if [ \"$pw\" = \"$EXPECTED\" ]; then echo password-ok; else echo password-wrong; fi; exec cat'",
         json!({"env": {"EXPECTED": secret}}),
     );
