@@ -96,7 +96,7 @@ pub fn screen_time(server: &mut Server, calls: usize) -> Result<Vec<ScreenTime>,
     let mut out = Vec::new();
     for (cols, rows, _) in SIZES {
         let id = start(server, &fill_command(usize::from(cols) - 1), cols, rows)?;
-        wait_for(server, &id, "^ready")?;
+        wait_for(server, &id, "(?m)^ready\r")?;
         let mut t = ScreenTime {
             size: (cols, rows),
             ..ScreenTime::default()
@@ -140,7 +140,7 @@ pub fn idle_memory(server: &mut Server, jobs: usize, width: usize) -> Result<Idl
     let mut ids = Vec::new();
     for _ in 0..jobs {
         let id = start(server, &fill_command(width), 80, 24)?;
-        wait_for(server, &id, "^ready")?;
+        wait_for(server, &id, "(?m)^ready\r")?;
         ids.push(id);
     }
     let (_, view) = server.tool(
