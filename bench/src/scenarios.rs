@@ -137,7 +137,7 @@ impl Plan {
         screen_calls: 2000,
         screen_jobs: 50,
         keystrokes: 500,
-        pty_runs: 3,
+        pty_runs: 1,
         pty_bytes: 256 << 20,
     };
 
