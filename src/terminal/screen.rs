@@ -151,7 +151,7 @@ impl Screen {
             .terminal
             .screen()
             .visible_lines()
-            .map(|line| trimmed(line.text()))
+            .map(row_text)
             .collect();
         let cursor = self.terminal.cursor();
         ScreenView {
@@ -176,9 +176,23 @@ fn clamp_u16(n: usize) -> u16 {
     u16::try_from(n).unwrap_or(u16::MAX)
 }
 
-fn trimmed(mut text: String) -> String {
-    let len = text.trim_end_matches(' ').len();
-    text.truncate(len);
+/// A row's text without its trailing blanks, a wide character once. The blanks are found on
+/// the cells first, so that a mostly empty row (every line of `yes`) costs its text, not its
+/// width: this runs for every line that scrolls off.
+fn row_text(line: &avt::Line) -> String {
+    let cells = line.cells();
+    let end = cells
+        .iter()
+        .rposition(|c| c.char() != ' ')
+        .map_or(0, |i| i + 1);
+    let mut text = String::with_capacity(end);
+    // The second cell of a wide character has width 0 (and holds a blank).
+    text.extend(
+        cells[..end]
+            .iter()
+            .filter(|c| c.width() != 0)
+            .map(|c| c.char()),
+    );
     text
 }
 
@@ -272,7 +286,7 @@ impl avt::Observer for Scrollback {
         if self.lines.len() == self.limit {
             self.lines.pop_front();
         }
-        self.lines.push_back(trimmed(line.text()).into_boxed_str());
+        self.lines.push_back(row_text(line).into_boxed_str());
     }
 
     fn end(&mut self, _: &mut avt::Observation<'_>) {}
