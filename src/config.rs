@@ -176,7 +176,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 30] = [
+pub const VARIABLES: [(&str, &str, &str); 32] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -302,7 +302,17 @@ pub const VARIABLES: [(&str, &str, &str); 30] = [
     (
         "MCP_EXEC_HTTP_MAX_CONNECTIONS",
         "256",
-        "open HTTP connections at most",
+        "open HTTP connections per listener at most (past it an idle token-less one is evicted)",
+    ),
+    (
+        "MCP_EXEC_HTTP_MAX_SESSIONS",
+        "1024",
+        "HTTP sessions at most (past it the least recently used idle one ends)",
+    ),
+    (
+        "MCP_EXEC_HTTP_STALL_TIMEOUT",
+        "30",
+        "seconds a /files body may send nothing, or a client read nothing",
     ),
     (
         "MCP_EXEC_METRICS_LISTEN",

@@ -15,7 +15,11 @@
 //! Only a connection with no request in flight that has never carried the
 //! token ([`Conn::authorized`]): one that has sent nothing yet (first, the
 //! oldest first), then one that has sent bytes but no request the server is
-//! serving (a head in progress, or idle between unauthenticated requests).
+//! serving (a head in progress, or idle between unauthenticated requests),
+//! and last one whose task has not looked at its socket yet (the accept
+//! loop drains the kernel's queue before the new tasks run, and a token
+//! holder's request usually arrived with its connection: it must not be
+//! taken for silent before anyone looked).
 //! A connection of a token holder — or any connection while no token is set,
 //! since then every request is authorized — is never evicted; neither is one
 //! whose request is being served.
@@ -35,12 +39,24 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::lock;
 
+/// What a connection has sent, as far as its task has seen.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Heard {
+    /// Its task waits for a first byte that has not come: evicted first.
+    Nothing,
+    /// It has sent bytes.
+    Bytes,
+    /// Its task has not run yet, so whether bytes wait in its socket is
+    /// unknown: evicted last, as it may be a token holder's request that
+    /// arrived with it.
+    Unknown,
+}
+
 /// One open connection's entry.
 struct Conn {
     /// Requests of it being served (their responses not yet dropped).
     busy: usize,
-    /// Whether it has sent any byte.
-    heard: bool,
+    heard: Heard,
     /// Whether any request on it carried the token.
     authorized: bool,
     /// Cancelled to evict it.
@@ -81,12 +97,13 @@ impl Conns {
     pub(super) fn admit(self: &Arc<Conns>) -> Admission {
         let mut t = lock(&self.table);
         if t.open.len() >= self.max {
-            let evictable = |c: &Conn| c.busy == 0 && !c.authorized;
+            // The lowest `Heard`, the oldest among equals (`min_by_key`
+            // keeps the first of equal keys, and the map is in accept order).
             let victim = t
                 .open
                 .iter()
-                .find(|(_, c)| evictable(c) && !c.heard)
-                .or_else(|| t.open.iter().find(|(_, c)| evictable(c)))
+                .filter(|(_, c)| c.busy == 0 && !c.authorized)
+                .min_by_key(|(_, c)| c.heard)
                 .map(|(id, _)| *id);
             let Some(victim) = victim else {
                 return Admission::Full;
@@ -103,7 +120,7 @@ impl Conns {
             id,
             Conn {
                 busy: 0,
-                heard: false,
+                heard: Heard::Unknown,
                 authorized: false,
                 evict: evict.clone(),
             },
@@ -141,9 +158,14 @@ impl ConnSlot {
         &self.evict
     }
 
+    /// The connection's task waits for its first byte.
+    pub(super) fn waiting(&self) {
+        self.conns.with(self.id, |c| c.heard = Heard::Nothing);
+    }
+
     /// The connection has sent its first byte.
     pub(super) fn heard(&self) {
-        self.conns.with(self.id, |c| c.heard = true);
+        self.conns.with(self.id, |c| c.heard = Heard::Bytes);
     }
 
     /// A request of it is being served until the returned guard drops;
@@ -152,7 +174,7 @@ impl ConnSlot {
     pub(super) fn serving(self: &Arc<ConnSlot>, authorized: bool) -> InUse {
         self.conns.with(self.id, |c| {
             c.busy += 1;
-            c.heard = true;
+            c.heard = Heard::Bytes;
             c.authorized |= authorized;
         });
         InUse(Arc::clone(self))
@@ -193,7 +215,9 @@ mod tests {
         let spoke = admitted(&conns);
         spoke.heard();
         let silent_old = admitted(&conns);
+        silent_old.waiting();
         let silent_new = admitted(&conns);
+        silent_new.waiting();
         let _fourth = admitted(&conns);
         assert!(silent_old.evicted().is_cancelled());
         assert!(!spoke.evicted().is_cancelled() && !silent_new.evicted().is_cancelled());
@@ -209,6 +233,20 @@ mod tests {
         b.heard();
         let _c = admitted(&conns);
         assert!(a.evicted().is_cancelled() && !b.evicted().is_cancelled());
+    }
+
+    #[test]
+    fn one_whose_task_has_not_looked_yet_is_evicted_last() {
+        let conns = Conns::new(3);
+        let unknown = admitted(&conns);
+        let spoke = admitted(&conns);
+        spoke.heard();
+        let silent = admitted(&conns);
+        silent.waiting();
+        let _d = admitted(&conns);
+        assert!(silent.evicted().is_cancelled());
+        let _e = admitted(&conns);
+        assert!(spoke.evicted().is_cancelled() && !unknown.evicted().is_cancelled());
     }
 
     #[test]

@@ -32,8 +32,9 @@
 //! stops reading fails its socket write after as long (`stall.rs`). And no
 //! blocking-pool thread ever waits for a client: each chunk's disk work is a
 //! blocking task of its own, and the waiting between chunks happens on the
-//! async side, so any number of stalled transfers leaves the pool to the
-//! file operations (a stalled transfer costs its buffers and a descriptor).
+//! async side, so any number of stalled transfers leaves the
+//! [`FILE_WORKERS`] to the file operations (a stalled transfer costs its
+//! buffers and a descriptor).
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -115,10 +116,22 @@ fn invalid(message: impl std::fmt::Display) -> HttpReply {
     status(StatusCode::BAD_REQUEST, &message.to_string())
 }
 
-/// Runs blocking file work on tokio's blocking pool.
+/// How many `/files` blocking tasks run at once: the disk work of every
+/// request and every transfer's chunk shares them, so a flood of requests
+/// cannot grow the blocking pool without bound, and — since no task waits
+/// on a client — stalled transfers cannot take them all.
+pub const FILE_WORKERS: usize = 16;
+
+static WORKERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_WORKERS);
+
+/// Runs blocking file work on tokio's blocking pool, at most
+/// [`FILE_WORKERS`] at a time.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
 ) -> Result<T, FileError> {
+    let Ok(_worker) = WORKERS.acquire().await else {
+        return Err(FileError::new(Kind::Io, "the file workers are closed"));
+    };
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))))
@@ -543,25 +556,23 @@ async fn stream_file(opened: read::Opened, start: u64, len: u64, tx: mpsc::Sende
         let want = usize::try_from((end - at).min(TRANSFER_CHUNK as u64)).unwrap_or(TRANSFER_CHUNK);
         let mut buf = pool.try_recv().unwrap_or_default();
         let file = Arc::clone(&opened);
-        let read = tokio::task::spawn_blocking(move || {
+        let read = blocking(move || {
             buf.resize(want, 0);
-            let n = loop {
+            loop {
                 match file.file.read_at(&mut buf, at) {
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    n => break n,
+                    Err(e) => {
+                        return Err(FileError::new(Kind::Io, format!("reading: {e}")));
+                    }
+                    Ok(n) => return Ok((buf, n)),
                 }
-            };
-            (buf, n)
+            }
         });
         let (buf, n) = match read.await {
-            Ok((_, Ok(0))) => break,
-            Ok((buf, Ok(n))) => (buf, n),
-            Ok((_, Err(e))) => {
-                tracing::warn!(error = %e, "reading a file for GET /files");
-                break;
-            }
+            Ok((_, 0)) => break,
+            Ok(read) => read,
             Err(e) => {
-                tracing::warn!(error = %e, "the read task of GET /files failed");
+                tracing::warn!(error = %e.message, "reading a file for GET /files");
                 break;
             }
         };

@@ -217,13 +217,18 @@ fn refuse(stream: &TcpStream) {
 /// is evicted for a newcomer.
 async fn serve(stream: TcpStream, state: Arc<HttpState>, listener: Listener, slot: Arc<ConnSlot>) {
     let evicted = slot.evicted().clone();
+    // `peek`, not `readable()`: readiness may be reported before any byte
+    // has arrived, and a silent connection must stay evictable first.
+    let mut first = [0u8; 1];
+    slot.waiting();
     let first = tokio::select! {
-        first = tokio::time::timeout(SILENT_TIMEOUT, stream.readable()) => first,
+        first = tokio::time::timeout(SILENT_TIMEOUT, stream.peek(&mut first)) => first,
         () = evicted.cancelled() => return,
     };
     match first {
-        Ok(Ok(())) => slot.heard(),
-        Ok(Err(_)) => return,
+        Ok(Ok(n)) if n > 0 => slot.heard(),
+        // Closed before a byte, or an error.
+        Ok(_) => return,
         Err(_) => {
             crate::metrics::http_connection_dropped("silent");
             return;
