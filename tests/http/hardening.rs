@@ -225,8 +225,9 @@ fn past_the_limit_a_newcomer_takes_a_silent_connection_s_slot_and_is_served(t: T
     let s = Both::start(t, &[("MCP_EXEC_HTTP_MAX_CONNECTIONS", "1")], &[]);
     let mut silent = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     silent.set_read_timeout(Some(TIMEOUT)).unwrap();
-    // Accepted before the newcomer, so it is the older one.
-    std::thread::sleep(Duration::from_millis(200));
+    // Older than the grace a silent connection has (250 ms), so even a
+    // newcomer whose request has not arrived at accept may take its slot.
+    std::thread::sleep(Duration::from_millis(500));
     let r = http(s.port, "GET", "/livez", &[], "");
     assert_eq!(r.status, 200, "{r:?}");
     let mut buf = [0u8; 64];

@@ -13,13 +13,14 @@
 //!
 //! # Who is evicted
 //! Only a connection with no request in flight that has never carried the
-//! token ([`Conn::authorized`]): one that has sent nothing yet (first, the
-//! oldest first), then one that has sent bytes but no request the server is
-//! serving (a head in progress, or idle between unauthenticated requests),
-//! and last one whose task has not looked at its socket yet (the accept
-//! loop drains the kernel's queue before the new tasks run, and a token
-//! holder's request usually arrived with its connection: it must not be
-//! taken for silent before anyone looked).
+//! token ([`Conn::authorized`]). Whether a connection has sent bytes is
+//! looked at when it is accepted (a token holder's request has usually
+//! arrived by then) and then by its task. A newcomer that has sent bytes
+//! takes the slot of a silent connection (the oldest first), else of one
+//! that has sent bytes but has no request being served (a head in
+//! progress, or idle between unauthenticated requests). A silent newcomer
+//! takes only the slot of a silent connection older than [`GRACE`]: it has
+//! no better claim than one whose bytes may be on their way.
 //! A connection of a token holder — or any connection while no token is set,
 //! since then every request is authorized — is never evicted; neither is one
 //! whose request is being served.
@@ -34,29 +35,26 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use super::state::lock;
 
-/// What a connection has sent, as far as its task has seen.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Heard {
-    /// Its task waits for a first byte that has not come: evicted first.
-    Nothing,
-    /// It has sent bytes.
-    Bytes,
-    /// Its task has not run yet, so whether bytes wait in its socket is
-    /// unknown: evicted last, as it may be a token holder's request that
-    /// arrived with it.
-    Unknown,
-}
+/// How long a silent connection is safe from a silent newcomer: its
+/// first bytes may be on their way (or seen by the kernel and not yet by
+/// its task), and a newcomer that has sent nothing either has no better
+/// claim to the slot.
+const GRACE: Duration = Duration::from_millis(250);
 
 /// One open connection's entry.
 struct Conn {
     /// Requests of it being served (their responses not yet dropped).
     busy: usize,
-    heard: Heard,
+    /// Whether it has sent any byte (looked at when it was accepted, then
+    /// by its task).
+    heard: bool,
+    accepted: Instant,
     /// Whether any request on it carried the token.
     authorized: bool,
     /// Cancelled to evict it.
@@ -92,19 +90,27 @@ impl Conns {
         })
     }
 
-    /// A slot for a connection just accepted: a free one, or one taken from
-    /// the connection least worth keeping (see the module doc).
-    pub(super) fn admit(self: &Arc<Conns>) -> Admission {
+    /// A slot for a connection just accepted, which has already sent bytes
+    /// (`heard`) or not: a free one, or one taken from the connection least
+    /// worth keeping (see the module doc).
+    pub(super) fn admit(self: &Arc<Conns>, heard: bool) -> Admission {
+        let now = Instant::now();
         let mut t = lock(&self.table);
         if t.open.len() >= self.max {
-            // The lowest `Heard`, the oldest among equals (`min_by_key`
-            // keeps the first of equal keys, and the map is in accept order).
-            let victim = t
+            let evictable = |c: &&Conn| c.busy == 0 && !c.authorized;
+            // The map is in accept order: `find` takes the oldest.
+            let silent_old = t
                 .open
                 .iter()
-                .filter(|(_, c)| c.busy == 0 && !c.authorized)
-                .min_by_key(|(_, c)| c.heard)
-                .map(|(id, _)| *id);
+                .find(|(_, c)| evictable(c) && !c.heard && now.duration_since(c.accepted) >= GRACE);
+            let victim = if heard {
+                silent_old
+                    .or_else(|| t.open.iter().find(|(_, c)| evictable(c) && !c.heard))
+                    .or_else(|| t.open.iter().find(|(_, c)| evictable(c)))
+            } else {
+                silent_old
+            }
+            .map(|(id, _)| *id);
             let Some(victim) = victim else {
                 return Admission::Full;
             };
@@ -120,7 +126,8 @@ impl Conns {
             id,
             Conn {
                 busy: 0,
-                heard: Heard::Unknown,
+                heard,
+                accepted: now,
                 authorized: false,
                 evict: evict.clone(),
             },
@@ -158,14 +165,9 @@ impl ConnSlot {
         &self.evict
     }
 
-    /// The connection's task waits for its first byte.
-    pub(super) fn waiting(&self) {
-        self.conns.with(self.id, |c| c.heard = Heard::Nothing);
-    }
-
     /// The connection has sent its first byte.
     pub(super) fn heard(&self) {
-        self.conns.with(self.id, |c| c.heard = Heard::Bytes);
+        self.conns.with(self.id, |c| c.heard = true);
     }
 
     /// A request of it is being served until the returned guard drops;
@@ -174,7 +176,7 @@ impl ConnSlot {
     pub(super) fn serving(self: &Arc<ConnSlot>, authorized: bool) -> InUse {
         self.conns.with(self.id, |c| {
             c.busy += 1;
-            c.heard = Heard::Bytes;
+            c.heard = true;
             c.authorized |= authorized;
         });
         InUse(Arc::clone(self))
@@ -202,23 +204,24 @@ impl Drop for InUse {
 mod tests {
     use super::*;
 
-    fn admitted(conns: &Arc<Conns>) -> Arc<ConnSlot> {
-        match conns.admit() {
+    fn admitted(conns: &Arc<Conns>, heard: bool) -> Arc<ConnSlot> {
+        match conns.admit(heard) {
             Admission::Admitted(slot) => Arc::new(slot),
             Admission::Full => panic!("refused"),
         }
     }
 
+    fn age(conns: &Conns, slot: &ConnSlot) {
+        conns.with(slot.id, |c| c.accepted -= GRACE);
+    }
+
     #[test]
-    fn a_new_connection_at_the_limit_evicts_the_oldest_silent_one_first() {
+    fn a_newcomer_that_has_sent_bytes_evicts_the_oldest_silent_connection_first() {
         let conns = Conns::new(3);
-        let spoke = admitted(&conns);
-        spoke.heard();
-        let silent_old = admitted(&conns);
-        silent_old.waiting();
-        let silent_new = admitted(&conns);
-        silent_new.waiting();
-        let _fourth = admitted(&conns);
+        let spoke = admitted(&conns, true);
+        let silent_old = admitted(&conns, false);
+        let silent_new = admitted(&conns, false);
+        let _fourth = admitted(&conns, true);
         assert!(silent_old.evicted().is_cancelled());
         assert!(!spoke.evicted().is_cancelled() && !silent_new.evicted().is_cancelled());
         assert_eq!(conns.len(), 3);
@@ -227,36 +230,33 @@ mod tests {
     #[test]
     fn one_that_has_spoken_is_evicted_only_when_none_is_silent() {
         let conns = Conns::new(2);
-        let a = admitted(&conns);
-        a.heard();
-        let b = admitted(&conns);
+        let a = admitted(&conns, true);
+        let b = admitted(&conns, false);
         b.heard();
-        let _c = admitted(&conns);
+        let _c = admitted(&conns, true);
         assert!(a.evicted().is_cancelled() && !b.evicted().is_cancelled());
     }
 
     #[test]
-    fn one_whose_task_has_not_looked_yet_is_evicted_last() {
-        let conns = Conns::new(3);
-        let unknown = admitted(&conns);
-        let spoke = admitted(&conns);
-        spoke.heard();
-        let silent = admitted(&conns);
-        silent.waiting();
-        let _d = admitted(&conns);
-        assert!(silent.evicted().is_cancelled());
-        let _e = admitted(&conns);
-        assert!(spoke.evicted().is_cancelled() && !unknown.evicted().is_cancelled());
+    fn a_silent_newcomer_evicts_only_a_silent_connection_older_than_the_grace() {
+        let conns = Conns::new(2);
+        let spoke = admitted(&conns, true);
+        let young = admitted(&conns, false);
+        assert!(matches!(conns.admit(false), Admission::Full));
+        age(&conns, &young);
+        let _newcomer = admitted(&conns, false);
+        assert!(young.evicted().is_cancelled() && !spoke.evicted().is_cancelled());
+        assert!(matches!(conns.admit(false), Admission::Full));
     }
 
     #[test]
     fn a_token_holder_or_a_request_being_served_is_never_evicted_so_the_newcomer_is_refused() {
         let conns = Conns::new(2);
-        let holder = admitted(&conns);
+        let holder = admitted(&conns, true);
         drop(holder.serving(true));
-        let serving = admitted(&conns);
+        let serving = admitted(&conns, true);
         let _in_flight = serving.serving(false);
-        assert!(matches!(conns.admit(), Admission::Full));
+        assert!(matches!(conns.admit(true), Admission::Full));
         assert!(!holder.evicted().is_cancelled() && !serving.evicted().is_cancelled());
         assert_eq!(conns.len(), 2);
     }
@@ -264,10 +264,10 @@ mod tests {
     #[test]
     fn a_closed_connection_frees_its_slot() {
         let conns = Conns::new(1);
-        let holder = admitted(&conns);
+        let holder = admitted(&conns, true);
         drop(holder.serving(true));
-        assert!(matches!(conns.admit(), Admission::Full));
+        assert!(matches!(conns.admit(true), Admission::Full));
         drop(holder);
-        assert!(matches!(conns.admit(), Admission::Admitted(_)));
+        assert!(matches!(conns.admit(true), Admission::Admitted(_)));
     }
 }

@@ -189,7 +189,15 @@ async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, 
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "setting TCP_NODELAY");
         }
-        match conns.admit() {
+        // Whether its bytes are already here, without waiting: a token
+        // holder's request usually is, and it must not be taken for silent.
+        let heard = rustix::net::recv(
+            &stream,
+            &mut [0u8; 1][..],
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        )
+        .is_ok_and(|(n, _)| n > 0);
+        match conns.admit(heard) {
             Admission::Admitted(slot) => {
                 tokio::spawn(serve(stream, Arc::clone(&state), listener, Arc::new(slot)));
             }
@@ -201,8 +209,8 @@ async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, 
 /// The answer to a connection past the limit when no slot could be freed:
 /// written without waiting (the socket's buffer is empty), then closed.
 fn refuse(stream: &TcpStream) {
-    let body = "{\"error\":\"every connection is in use by a token holder \
-                (MCP_EXEC_HTTP_MAX_CONNECTIONS)\"}\n";
+    let body = "{\"error\":\"every connection is in use (MCP_EXEC_HTTP_MAX_CONNECTIONS); \
+                retry\"}\n";
     let full = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
@@ -220,7 +228,6 @@ async fn serve(stream: TcpStream, state: Arc<HttpState>, listener: Listener, slo
     // `peek`, not `readable()`: readiness may be reported before any byte
     // has arrived, and a silent connection must stay evictable first.
     let mut first = [0u8; 1];
-    slot.waiting();
     let first = tokio::select! {
         first = tokio::time::timeout(SILENT_TIMEOUT, stream.peek(&mut first)) => first,
         () = evicted.cancelled() => return,
