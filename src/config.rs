@@ -60,9 +60,11 @@ pub struct Config {
     pub redact_patterns_file: Option<String>,
     /// `MCP_EXEC_HTTP` / `--http`: the Streamable HTTP listen address, raw.
     pub http: Option<String>,
-    /// `MCP_EXEC_HTTP_TOKEN_FILE`, raw.
+    /// `MCP_EXEC_HTTP_TOKEN_FILE`, raw; set but empty is kept (and refused
+    /// by the HTTP settings: an unset shell variable must not mean "no token").
     pub http_token_file: Option<String>,
-    /// `MCP_EXEC_HTTP_TOKEN`, raw (never shown by `Debug`).
+    /// `MCP_EXEC_HTTP_TOKEN`, raw (never shown by `Debug`); set but empty is
+    /// kept, like the file's.
     pub http_token: Option<Secret>,
     /// `MCP_EXEC_HTTP_ALLOWED_ORIGINS`, raw.
     pub http_allowed_origins: Option<String>,
@@ -72,6 +74,12 @@ pub struct Config {
     pub http_session_idle: Duration,
     /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`, raw (a limit: validated by `main`).
     pub http_max_connections: Option<String>,
+    /// `MCP_EXEC_HTTP_MAX_SESSIONS`: HTTP sessions at most; past it the least
+    /// recently used idle one ends.
+    pub http_max_sessions: usize,
+    /// `MCP_EXEC_HTTP_STALL_TIMEOUT`: how long a write to a client, or a
+    /// `/files` body frame, may make no progress.
+    pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
@@ -155,6 +163,8 @@ impl Default for Config {
             http_insecure: false,
             http_session_idle: Duration::from_secs(3600),
             http_max_connections: None,
+            http_max_sessions: 1024,
+            http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
@@ -166,7 +176,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 30] = [
+pub const VARIABLES: [(&str, &str, &str); 32] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -292,7 +302,17 @@ pub const VARIABLES: [(&str, &str, &str); 30] = [
     (
         "MCP_EXEC_HTTP_MAX_CONNECTIONS",
         "256",
-        "open HTTP connections at most",
+        "open HTTP connections per listener at most (past it an idle token-less one is evicted)",
+    ),
+    (
+        "MCP_EXEC_HTTP_MAX_SESSIONS",
+        "1024",
+        "HTTP sessions at most (past it the least recently used idle one ends)",
+    ),
+    (
+        "MCP_EXEC_HTTP_STALL_TIMEOUT",
+        "30",
+        "seconds a /files body may send nothing, or a client read nothing",
     ),
     (
         "MCP_EXEC_METRICS_LISTEN",
@@ -348,6 +368,11 @@ impl Config {
             &mut c.http_session_idle,
             false,
         );
+        seconds(
+            "MCP_EXEC_HTTP_STALL_TIMEOUT",
+            &mut c.http_stall_timeout,
+            false,
+        );
         let mut bytes = |name: &str, slot: &mut usize| {
             if let Some(raw) = get(name) {
                 match raw.trim().parse::<usize>() {
@@ -378,6 +403,7 @@ impl Config {
         // No job could ever run with 0: a count of jobs, not of bytes.
         count("MCP_EXEC_MAX_RUNNING", &mut c.max_running, 1);
         count("MCP_EXEC_MAX_QUEUED", &mut c.max_queued, 0);
+        count("MCP_EXEC_HTTP_MAX_SESSIONS", &mut c.http_max_sessions, 1);
         let mut failures = usize::try_from(c.breaker_failures).unwrap_or(usize::MAX);
         count("MCP_EXEC_BREAKER_FAILURES", &mut failures, 0);
         c.breaker_failures = u32::try_from(failures).unwrap_or(u32::MAX);
@@ -410,8 +436,8 @@ impl Config {
         c.redact = raw("MCP_EXEC_REDACT");
         c.redact_patterns_file = raw("MCP_EXEC_REDACT_PATTERNS_FILE");
         c.http = raw("MCP_EXEC_HTTP");
-        c.http_token_file = raw("MCP_EXEC_HTTP_TOKEN_FILE");
-        c.http_token = raw("MCP_EXEC_HTTP_TOKEN").map(Secret);
+        c.http_token_file = get("MCP_EXEC_HTTP_TOKEN_FILE");
+        c.http_token = get("MCP_EXEC_HTTP_TOKEN").map(Secret);
         c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
         if let Some(raw) = get("MCP_EXEC_HTTP_INSECURE") {
             match switch(&raw) {

@@ -37,6 +37,7 @@ struct Metrics {
     /// `[upload, download]`, fetched from their family once.
     transfer_bytes: [Counter; 2],
     spawn_failures: Family<Labels, Counter>,
+    http_connections_dropped: Family<Labels, Counter>,
     cpu_seconds: Counter<f64, AtomicU64>,
     jobs_running: Gauge,
     jobs_queued: Gauge,
@@ -66,6 +67,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         output_bytes: [stdout, stderr],
         transfer_bytes: [upload, download],
         spawn_failures: Family::default(),
+        http_connections_dropped: Family::default(),
         cpu_seconds: Counter::default(),
         registry: Mutex::new(Registry::default()),
         jobs_started: Counter::default(),
@@ -149,6 +151,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Jobs that could not start, by reason (breaker_open, spawn_error)",
             m.spawn_failures.clone(),
         );
+        mcp.register(
+            "http_connections_dropped",
+            "HTTP connections the listener dropped to keep slots free, by reason \
+             (evicted, refused, silent)",
+            m.http_connections_dropped.clone(),
+        );
         let process = r.sub_registry_with_prefix("process");
         process.register(
             "cpu_seconds",
@@ -200,6 +208,16 @@ pub fn transfer_bytes(download: bool, n: u64) {
 pub fn spawn_failed(reason: &'static str) {
     METRICS
         .spawn_failures
+        .get_or_create(&vec![("reason", reason)])
+        .inc();
+}
+
+/// The HTTP listener dropped a connection: `evicted` for a newcomer at the
+/// limit, `refused` (the newcomer, when none could be evicted), `silent`
+/// (it sent nothing within its first deadline).
+pub fn http_connection_dropped(reason: &'static str) {
+    METRICS
+        .http_connections_dropped
         .get_or_create(&vec![("reason", reason)])
         .inc();
 }

@@ -70,7 +70,14 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     // nothing answers at all), the inbox ends.
     drop(out);
     if let Some(id) = &new_id {
-        lock(&state.sessions).insert(id.clone(), Arc::clone(&entry));
+        if !state.admit_session(id.clone(), Arc::clone(&entry)) {
+            drop(busy);
+            entry.session.end();
+            return status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "every HTTP session is serving a request (MCP_EXEC_HTTP_MAX_SESSIONS)",
+            );
+        }
         tracing::info!(session = %id, "HTTP session started");
     }
     let mut reply = if accepts.sse && wants_progress {
