@@ -716,7 +716,9 @@ pub fn era(server: &mut Server, calls: usize, runs: usize) -> Result<Era, Error>
         out.ping.push_us(ping(server)?);
         let (took, result) = server.call("tools/list", json!({"_meta": meta}), CALL_TIMEOUT)?;
         if result["resultType"] != "complete" || !result["ttlMs"].is_u64() {
-            return Err(Error(format!("tools/list 2026-07-28: no caching hints in {result}")));
+            return Err(Error(format!(
+                "tools/list 2026-07-28: no caching hints in {result}"
+            )));
         }
         out.list.push_us(took);
         out.list_bytes = serde_json::to_vec(&result)?.len();
@@ -728,9 +730,15 @@ pub fn era(server: &mut Server, calls: usize, runs: usize) -> Result<Era, Error>
         let params = json!({"name": "execute", "arguments": {"command": "true"}, "_meta": meta});
         let (took, result) = server.call("tools/call", params, CALL_TIMEOUT)?;
         if result["resultType"] != "complete" {
-            return Err(Error(format!("execute 2026-07-28: no resultType in {result}")));
+            return Err(Error(format!(
+                "execute 2026-07-28: no resultType in {result}"
+            )));
         }
-        expect_state(&client::tool_json(&result, "execute")?, "success", "era rtt 2026-07-28")?;
+        expect_state(
+            &client::tool_json(&result, "execute")?,
+            "success",
+            "era rtt 2026-07-28",
+        )?;
         out.rtt.server.push_ms(took);
     }
     Ok(out)
