@@ -26,6 +26,9 @@ mod abuse;
 /// Issue 20: a token-less connection flood, stalled transfers, the smaller guards.
 mod hardening;
 
+/// MCP 2026-07-28 (SPEC §19): a closed stream cancels, progress over SSE, the token.
+mod era;
+
 /// Sends one request (`Connection: close`) and reads the whole response.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     request(port, method, path, headers, body, TIMEOUT).expect("an HTTP exchange")
@@ -53,7 +56,7 @@ impl Drop for Both {
 }
 
 /// The port printed in `mcp-exec: listening for WHAT on 127.0.0.1:PORT`.
-fn bound_port(s: &Server, what: &str) -> u16 {
+pub(crate) fn bound_port(s: &Server, what: &str) -> u16 {
     let needle = format!("listening for {what} on ");
     let mut port = None;
     let found = wait_for(TIMEOUT, || {

@@ -17,6 +17,10 @@
 //! Failure (a tool error, SPEC §4.9):
 //! `{"content":[{"type":"text","text":<message>}],"isError":true}`.
 //!
+//! In 2026-07-28 both are followed by `"resultType":"complete"` and
+//! `"_meta":{"io.modelcontextprotocol/serverInfo":…}` (see
+//! [`super::era::Stamped`]).
+//!
 //! The payload is any `Serialize` value, kept typed until it is written: the
 //! text block is produced by streaming the payload's JSON through the string
 //! escaper (`collect_str`), so a result carrying a megabyte of output is
@@ -26,6 +30,8 @@ use std::fmt;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
+
+use super::era::{ResultType, Stamped, StampedFields};
 
 /// A tool's successful output, typed, serialised on write.
 pub struct Payload {
@@ -237,9 +243,15 @@ struct TextBlock<'a> {
     text: &'a str,
 }
 
-impl Serialize for CallResult {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
+impl CallResult {
+    /// Its `resultType` in a modern revision.
+    pub fn result_type(&self) -> ResultType {
+        ResultType::Complete
+    }
+}
+
+impl StampedFields for CallResult {
+    fn write_fields<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
         match self {
             CallResult::Success {
                 payload,
@@ -266,7 +278,17 @@ impl Serialize for CallResult {
                 m.serialize_entry("isError", &true)?;
             }
         }
-        m.end()
+        Ok(())
+    }
+}
+
+impl Serialize for CallResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Stamped {
+            result: self,
+            result_type: None,
+        }
+        .serialize(s)
     }
 }
 
