@@ -444,8 +444,15 @@ fn structured_content_and_output_schemas_appear_from_2025_06_18_and_annotations_
                 "{version} {name}: {tool}"
             );
             if annotated {
-                let read_only =
-                    ["status", "output", "list_jobs", "wait", "download"].contains(&name);
+                let read_only = [
+                    "status",
+                    "output",
+                    "list_jobs",
+                    "wait",
+                    "download",
+                    "screen",
+                ]
+                .contains(&name);
                 assert_eq!(
                     tool["annotations"]["readOnlyHint"],
                     json!(read_only),
