@@ -58,11 +58,11 @@ for (const token of ['interop-token-3f9c', null]) {
       await server?.stop();
     });
 
-    test('--method tools/list lists the ten tools', async () => {
+    test('--method tools/list lists the eleven tools', async () => {
       const { tools } = await inspect(server, '--method', 'tools/list');
       assert.deepEqual(
         tools.map((t) => t.name),
-        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
+        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions', 'screen'],
       );
       assert.ok(tools.every((t) => t.outputSchema && t.annotations));
     });
@@ -103,7 +103,7 @@ for (const token of ['interop-token-3f9c', null]) {
       assert.equal(connected.protocolVersion, '2026-07-28');
       assert.equal(connected.serverInfo.name, 'mcp-exec');
       const { tools } = await inspectEra(server, 'modern', '--method', 'tools/list');
-      assert.equal(tools.length, 10);
+      assert.equal(tools.length, 11);
       const legacy = await inspectEra(server, 'legacy', '--method', 'initialize');
       assert.equal(legacy.protocolVersion, '2025-11-25');
     });

@@ -22,11 +22,11 @@ async function inspect(...args) {
   return JSON.parse(stdout);
 }
 
-test('inspector --method tools/list lists the ten tools', async () => {
+test('inspector --method tools/list lists the eleven tools', async () => {
   const { tools } = await inspect('--method', 'tools/list');
   assert.deepEqual(
     tools.map((t) => t.name),
-    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
+    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions', 'screen'],
   );
   assert.ok(tools.every((t) => t.outputSchema && t.annotations));
 });
@@ -66,7 +66,7 @@ for (const [era, revision] of [['legacy', '2025-11-25'], ['modern', '2026-07-28'
     assert.equal(connected.serverInfo.name, 'mcp-exec');
     assert.deepEqual(connected.capabilities, { tools: {} });
     const { tools } = await inspectEra(era, '--method', 'tools/list');
-    assert.equal(tools.length, 10);
+    assert.equal(tools.length, 11);
     assert.ok(tools.every((t) => t.outputSchema && t.annotations));
     const result = await inspectEra(era, '--method', 'tools/call', '--tool-name', 'execute', '--tool-arg', 'command=echo hi');
     assert.equal(result.isError, false);

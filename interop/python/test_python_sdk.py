@@ -35,7 +35,7 @@ NEGOTIATED = "2025-11-25"
 # stateless revision (per-request `_meta`, no `initialize`).
 MODERN = "2026-07-28"
 
-READ_ONLY = {"wait", "status", "output", "list_jobs", "download"}
+READ_ONLY = {"wait", "status", "output", "list_jobs", "download", "screen"}
 DESTRUCTIVE = {"execute", "input", "kill", "upload", "shell_sessions"}
 
 
@@ -67,7 +67,7 @@ async def test_default_mode_discovers_2026_07_28_and_never_initializes(tap: Tap)
         discovered = c.session.discover_result
         assert discovered is not None and MODERN in discovered.supported_versions
         assert c.server_info is not None and c.server_info.name == "mcp-exec"
-        assert len((await c.list_tools()).tools) == 10
+        assert len((await c.list_tools()).tools) == 11
         payload(await c.call_tool("execute", {"command": "true"}))
     sent = tap.sent()
     methods = [m.get("method") for m in sent]
@@ -87,7 +87,7 @@ async def test_default_mode_discovers_2026_07_28_and_never_initializes(tap: Tap)
 async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
     async with Client(server_params(tap), mode="legacy") as c:
         assert c.protocol_version == NEGOTIATED
-        assert len((await c.list_tools()).tools) == 10
+        assert len((await c.list_tools()).tools) == 11
     methods = [m.get("method") for m in tap.sent()]
     assert methods[:2] == ["initialize", "notifications/initialized"]
     assert "server/discover" not in methods
@@ -96,7 +96,7 @@ async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
 async def test_list_tools_gives_titles_annotations_and_output_schemas(client: Client) -> None:
     listed = await client.list_tools()
     names = [t.name for t in listed.tools]
-    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions"]
+    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions", "screen"]
     for tool in listed.tools:
         assert tool.title, tool.name
         assert tool.input_schema["type"] == "object"

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 NEGOTIATED = "2025-11-25"
 MODERN = "2026-07-28"
-TOOLS = ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions"]
+TOOLS = ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions", "screen"]
 
 
 @dataclass
