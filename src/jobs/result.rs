@@ -205,6 +205,13 @@ impl JobResult {
         view: &View<'_>,
     ) -> JobResult {
         let fields = view.fields;
+        let redact = view.redact.map(|r| r as &dyn Redact);
+        // A running job's streams end before what later output could still
+        // turn into a secret (capture's "The live edge").
+        let read = |w: &crate::capture::Window, spec| match job.state.is_terminal() {
+            true => w.slice_with(spec, redact),
+            false => w.slice_live(spec, redact),
+        };
         let mut r = JobResult {
             status: Status::of(job, fields),
             timed_out: None,
@@ -212,12 +219,8 @@ impl JobResult {
             started_at: None,
             duration_ms: None,
             queued_ms: None,
-            stdout: job
-                .stdout
-                .slice_with(stdout, view.redact.map(|r| r as &dyn Redact)),
-            stderr: job
-                .stderr
-                .slice_with(stderr, view.redact.map(|r| r as &dyn Redact)),
+            stdout: read(&job.stdout, stdout),
+            stderr: read(&job.stderr, stderr),
         };
         if fields.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {
