@@ -214,6 +214,20 @@ impl CwdPolicy {
         }
     }
 
+    /// The directory of the allowed root that `path` (absolute, normalised)
+    /// names, as configured or by its realpath: a root is resolved to
+    /// itself, its own parent being outside the policy. `None` when `path`
+    /// is no root, or without a policy (where `/` is the only top).
+    pub fn open_root(&self, path: &Path) -> Option<OwnedFd> {
+        let roots = self.roots.as_ref()?;
+        let path = lexical(path);
+        let root = roots
+            .list
+            .iter()
+            .find(|root| path == lexical(&root.configured) || path == root.real)?;
+        root.open_beneath(Path::new("")).ok()
+    }
+
     /// `path "/etc/x" is outside the allowed directories (/workspace:/tmp)`
     /// (`what` names the kind of path, e.g. `path`).
     pub fn outside_text(&self, what: &str, path: &Path) -> String {
