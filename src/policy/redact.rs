@@ -1812,6 +1812,42 @@ mod tests {
         assert!(!only_file.wants_wider(b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"));
     }
 
+    /// Not a pass/fail test: prints how long finding the live edge of a 4 KiB tail takes.
+    /// `cargo test --release --lib -- --ignored --nocapture finding_the_live_edge`
+    #[test]
+    #[ignore = "a measurement, not a check; run by hand with --release"]
+    fn finding_the_live_edge_is_timed() {
+        let started = std::time::Instant::now();
+        let r = builtin();
+        println!("building the builtin redactor: {:?}", started.elapsed());
+        let mut rng = Rng(9);
+        let log: String = (0..200).map(|i| log_line(&mut rng, i)).collect();
+        let tails: [(&str, Vec<u8>); 4] = [
+            ("a log", log.as_bytes()[log.len() - HOLD_BACK..].to_vec()),
+            (
+                "a URL user",
+                [b"x://".as_slice(), &[b'b'; HOLD_BACK - 4]].concat(),
+            ),
+            (
+                "a PEM body",
+                pem(&mut rng, "RSA ", 2 * HOLD_BACK).into_bytes()[..HOLD_BACK].to_vec(),
+            ),
+            ("eyJ runs", b"eyJ".repeat(HOLD_BACK / 3)),
+        ];
+        for (name, tail) in tails {
+            let runs = 200;
+            let started = std::time::Instant::now();
+            let mut held = 0;
+            for _ in 0..runs {
+                held = std::hint::black_box(r.held_back(&tail));
+            }
+            println!(
+                "4 KiB tail, {name}: {:?} (holds {held})",
+                started.elapsed() / runs
+            );
+        }
+    }
+
     /// Not a pass/fail test: prints how long redacting a full 1 MiB window takes.
     /// `cargo test --release -p mcp-exec --bins -- --ignored --nocapture redacting_a_full`
     #[test]
