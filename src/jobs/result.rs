@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Gone, Job, Listed};
-use crate::capture::{Redact, Slice, StreamSpec};
+use crate::capture::{Redact, Slice, StreamSpec, Window};
 
 /// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
 /// for the earlier jobs of its shell session.
@@ -208,9 +208,12 @@ impl JobResult {
         let redact = view.redact.map(|r| r as &dyn Redact);
         // A running job's streams end before what later output could still
         // turn into a secret (capture's "The live edge").
-        let read = |w: &crate::capture::Window, spec| match job.state.is_terminal() {
-            true => w.slice_with(spec, redact),
-            false => w.slice_live(spec, redact),
+        let read = |w: &Window, spec| {
+            if job.state.is_terminal() {
+                w.slice_with(spec, redact)
+            } else {
+                w.slice_live(spec, redact)
+            }
         };
         let mut r = JobResult {
             status: Status::of(job, fields),
