@@ -506,6 +506,30 @@ mod tests {
     }
 
     #[test]
+    fn a_root_named_as_configured_or_by_its_realpath_opens_as_itself_and_nothing_else_does() {
+        let t = TempDir::new();
+        let root = t.mkdir("root");
+        t.mkdir("root/sub");
+        std::os::unix::fs::symlink(&root, t.0.join("link")).expect("a symlink");
+        let p = policy(&t.path("link"), &t.path("link"));
+        let dir = |fd: OwnedFd| {
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("its path")
+        };
+        for named in [t.path("link"), real(&root).display().to_string()] {
+            let fd = p.open_root(Path::new(&named));
+            assert_eq!(fd.map(dir), Some(real(&root)), "{named}");
+        }
+        for not_a_root in [t.path("link/sub"), t.text(), "/".to_owned()] {
+            assert!(
+                p.open_root(Path::new(&not_a_root)).is_none(),
+                "{not_a_root}"
+            );
+        }
+        let none = CwdPolicy::from_settings(None, None).expect("no policy");
+        assert!(none.open_root(Path::new("/")).is_none());
+    }
+
+    #[test]
     fn a_subdirectory_of_a_root_is_allowed() {
         let t = TempDir::new();
         let sub = t.mkdir("a/b");
