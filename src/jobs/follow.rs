@@ -5,7 +5,9 @@
 //! wait for capacity, [`Event::Started`] once it has a process,
 //! [`Event::Output`] for each new chunk of either stream (redacted as the
 //! view says, at most the chunk size the caller chose, never splitting a
-//! UTF-8 character until the job is terminal), and last [`Event::Exit`] with
+//! UTF-8 character and, with redaction on, never showing the newest bytes
+//! that later output could still turn into a secret until the job is
+//! terminal: capture's "The live edge"), and last [`Event::Exit`] with
 //! the job itself, claimed — the stream that owns a job is its one
 //! deliverer. `None` after the exit, or when the job left the table some
 //! other way (torn down at shutdown: nothing to deliver).
@@ -141,11 +143,16 @@ impl Follow<'_> {
                 length: Some(self.chunk),
                 unaligned,
             };
-            match w.slice_with(&spec(false), redact) {
-                // Only an incomplete character is left: wait for the rest,
-                // or, once terminal, send it as it is.
-                Some(s) if s.bytes == 0 && terminal => w.slice_with(&spec(true), redact),
-                other => other,
+            if terminal {
+                match w.slice_with(&spec(false), redact) {
+                    // Only an incomplete character is left: send it as it is.
+                    Some(s) if s.bytes == 0 => w.slice_with(&spec(true), redact),
+                    other => other,
+                }
+            } else {
+                // Stops before an incomplete character and before what could
+                // still begin a secret: the rest waits for more output.
+                w.slice_live(&spec(false), redact)
             }
         };
         let output = if announces {

@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Gone, Job, Listed};
-use crate::capture::{Redact, Slice, StreamSpec};
+use crate::capture::{Redact, Slice, StreamSpec, Window};
 use crate::terminal::ScreenView;
 
 /// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
@@ -225,6 +225,16 @@ impl JobResult {
         view: &View<'_>,
     ) -> JobResult {
         let fields = view.fields;
+        let redact = view.redact.map(|r| r as &dyn Redact);
+        // A running job's streams end before what later output could still
+        // turn into a secret (capture's "The live edge").
+        let read = |w: &Window, spec| {
+            if job.state.is_terminal() {
+                w.slice_with(spec, redact)
+            } else {
+                w.slice_live(spec, redact)
+            }
+        };
         let mut r = JobResult {
             status: Status::of(job, fields),
             timed_out: None,
@@ -233,12 +243,8 @@ impl JobResult {
             duration_ms: None,
             queued_ms: None,
             screen: None,
-            stdout: job
-                .stdout
-                .slice_with(stdout, view.redact.map(|r| r as &dyn Redact)),
-            stderr: job
-                .stderr
-                .slice_with(stderr, view.redact.map(|r| r as &dyn Redact)),
+            stdout: read(&job.stdout, stdout),
+            stderr: read(&job.stderr, stderr),
         };
         if fields.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {

@@ -5,10 +5,12 @@
 //! ([`super::table::JobTable::claim_terminal_among`]): the answer delivers
 //! each of them here and nowhere else. `until` adds two more reasons to
 //! return, neither of which delivers anything: a listed job still running
-//! whose retained output at or after byte `from` matches `pattern` (matched
-//! on the text the caller would see, redacted when redaction is on, so a
-//! pattern cannot probe a secret), or a listed job that has written nothing
-//! for `quiet`.
+//! whose retained output at or after byte `from` matches `pattern`, or a
+//! listed job that has written nothing for `quiet`. With redaction on, the
+//! pattern sees exactly what `output` would show of those bytes: redacted
+//! with context on both sides (so a `from` inside a secret shows the rest of
+//! it masked, not as text to probe a character at a time) and ending before
+//! what could still begin a secret (capture's "The live edge").
 //!
 //! A job that the call listed and another request (a `kill`, another
 //! `wait`) took while the call waited is answered as
@@ -23,7 +25,7 @@ use tokio::time::Instant;
 
 use super::table::{Check, Gone, Job, Listed, TableEntry};
 use super::{JobId, Jobs, Stream};
-use crate::capture::Redact;
+use crate::capture::{Redact, StreamSpec};
 
 /// What `until` asks for.
 #[derive(Debug)]
@@ -161,17 +163,23 @@ impl Jobs {
                             Stream::Stdout => &job.stdout,
                             Stream::Stderr => &job.stderr,
                         };
-                        let (start, raw) = window.retained_from(until.from);
                         // With redaction on, offsets count redacted text
                         // after `start`.
-                        let redacted;
-                        let bytes: &[u8] = match redact {
+                        let (start, text) = match redact {
                             Some(r) => {
-                                redacted = r.redact(&raw, 0..raw.len()).0;
-                                redacted.as_bytes()
+                                let spec = StreamSpec::From {
+                                    from: until.from,
+                                    length: None,
+                                    unaligned: true,
+                                };
+                                match window.slice_live(&spec, Some(r)) {
+                                    Some(s) => (s.offset, s.data.into_bytes()),
+                                    None => continue,
+                                }
                             }
-                            None => &raw,
+                            None => window.retained_from(until.from),
                         };
+                        let bytes: &[u8] = &text;
                         if let Some(m) = pattern.find(bytes) {
                             let matched = Matched {
                                 stream,

@@ -83,6 +83,32 @@ impl Message {
         }
     }
 
+    /// It as one line if `fits` its length (a batch's budget): then the line
+    /// is what is sent from now on and the result counts as sent. Otherwise
+    /// the line is dropped and so is the message, unsent (what its result
+    /// claimed is put back), and the answer is the line's length.
+    pub fn into_line_within(self, fits: impl FnOnce(usize) -> bool) -> Result<String, usize> {
+        let line = match &self {
+            Message::Line(line) | Message::Notification(line) => line.clone(),
+            Message::Response {
+                id,
+                result,
+                result_type,
+            } => protocol::success_line(
+                id,
+                &Stamped {
+                    result,
+                    result_type: *result_type,
+                },
+            ),
+        };
+        if !fits(line.len()) {
+            return Err(line.len());
+        }
+        self.sent();
+        Ok(line)
+    }
+
     /// It as one line (a batch joins several into one array). The line is
     /// what is sent from now on, so the result counts as sent.
     pub fn into_line(self) -> String {

@@ -188,6 +188,7 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
 /// Resolves, skips identical content, and commits.
 fn write(policy: &CwdPolicy, req: Upload) -> Result<Committed, FileError> {
     let place = Place::resolve(policy, &req.path, req.mkdirs)?;
+    place.not_a_root("written over")?;
     let sha: [u8; 32] = Sha256::digest(&req.content).into();
     if let Some(expected) = req.sha256
         && expected != sha
