@@ -54,6 +54,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::awaiting::Input;
 use super::shell_session::lanes::Lanes;
 use super::state::{Cause, ExitOutcome, JobId, JobPhase, JobState, Owner, Pending, Ran, Stream};
 use crate::capture::{CapturePolicy, Window};
@@ -90,6 +91,9 @@ pub struct Job {
     pub(super) capture: CapturePolicy,
     /// Its stdin (written outside the lock by [`super::Jobs::write_stdin`]).
     pub(super) stdin: StdinSlot,
+    /// The open file that is its input (its stdin pipe, or its terminal),
+    /// once started: what [`super::awaiting`] compares a read against.
+    pub(super) input: Option<Input>,
     /// Cancelled when the job leaves the table: stops its runner.
     pub(super) removed: CancellationToken,
     /// The shell session it belongs to (SPEC §17). Set at launch.
@@ -126,6 +130,7 @@ impl Job {
             stderr: Window::new(window),
             capture,
             stdin: StdinSlot::default(),
+            input: None,
             removed: CancellationToken::new(),
             shell_session,
             waits_for_shell_session: false,
@@ -160,6 +165,7 @@ impl Job {
             phase: self.phase(),
             label: self.label.clone(),
             waits_for_shell_session: self.waits_for_shell_session,
+            awaiting_input: false,
         }
     }
 }
@@ -204,6 +210,9 @@ pub struct Listed {
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
     pub waits_for_shell_session: bool,
+    /// Blocked reading its stdin or terminal, when someone looked
+    /// ([`super::Jobs::list`], a `wait` until input; SPEC §20.1).
+    pub awaiting_input: bool,
 }
 
 /// How a job that a waiter listed ended, after another request took its
@@ -462,6 +471,7 @@ impl JobTable {
                         outcome: ExitOutcome::Running,
                     };
                     job.last_output = Instant::now();
+                    job.input = stdin.as_ref().and_then(Input::pipe);
                     if let Ok(mut slot) = job.stdin.try_lock() {
                         *slot = stdin;
                     }
