@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
-//! | [`Jobs::status`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
+//! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet or awaits input | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
@@ -214,11 +214,17 @@ impl Jobs {
         self.shared.table.claim(id)
     }
 
-    /// Job `id`'s status as `fields` show it; never removes it. With
-    /// Part II fields, a running job blocked reading its input says so
-    /// (SPEC §20.1).
+    /// Job `id`'s status as `fields` show it; never removes it. It does not
+    /// look for awaiting input (the status shape of `execute`'s and
+    /// `input`'s answers): [`Jobs::status_with_input`] does.
     pub fn status(&self, id: JobId, fields: Fields) -> Option<Status> {
-        let status = self.shared.table.with(id, |j| Status::of(j, fields))?;
+        self.shared.table.with(id, |j| Status::of(j, fields))
+    }
+
+    /// [`Jobs::status`], and with Part II fields a running job blocked
+    /// reading its input says so (SPEC §20.1: the `status` tool).
+    pub fn status_with_input(&self, id: JobId, fields: Fields) -> Option<Status> {
+        let status = self.status(id, fields)?;
         let awaiting = fields.has_part_two()
             && status.state == "running"
             && matches!(self.shared.awaiting_input(id), awaiting::Awaiting::Yes(_));

@@ -32,7 +32,7 @@ fn status(call: &Call, a: &Args) -> ToolOutcome {
     let status = call
         .app
         .jobs
-        .status(id, call.fields())
+        .status_with_input(id, call.fields())
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))
 }
