@@ -60,6 +60,7 @@ use init::Pid;
 use tokio::time::Instant;
 
 use super::state::{ExitOutcome, JobState};
+use super::table::StdinWriter;
 use super::{JobId, Shared};
 
 /// How long a job must have written nothing before it is looked at.
@@ -110,12 +111,17 @@ impl Shared {
         let Ok(stdin) = slot.try_lock() else {
             return Awaiting::No;
         };
-        let Some(tx) = stdin.as_ref() else {
-            return Awaiting::No;
-        };
-        // A reader woken by bytes still in the pipe is not waiting for more.
-        if input.kind == Kind::Pipe && rustix::io::ioctl_fionread(tx).map_or(true, |n| n > 0) {
-            return Awaiting::No;
+        match stdin.as_ref() {
+            None => return Awaiting::No,
+            // A reader woken by bytes still in the pipe is not waiting for
+            // more. (A terminal's reader with a partial line in its queue
+            // still waits for the rest.)
+            Some(StdinWriter::Pipe(tx)) => {
+                if rustix::io::ioctl_fionread(tx).map_or(true, |n| n > 0) {
+                    return Awaiting::No;
+                }
+            }
+            Some(StdinWriter::Terminal(_)) => {}
         }
         reading(leader, &input).map_or(Awaiting::No, Awaiting::Yes)
     }
@@ -164,20 +170,15 @@ impl Input {
         })
     }
 
-    /// The input of a PTY job: `fd` is its terminal's slave side. `None` if
+    /// The input of a PTY job: its terminal's slave, at `path` (its
+    /// devpts inode, as every process that has it open sees it). `None` if
     /// it is no character device.
-    #[expect(
-        dead_code,
-        reason = "PTY jobs (issue 21 item 1) call it, not merged yet"
-    )]
-    pub(crate) fn terminal(fd: impl AsFd) -> Option<Input> {
-        let st = rustix::fs::fstat(fd).ok()?;
-        let chr = rustix::fs::FileType::from_raw_mode(st.st_mode)
-            == rustix::fs::FileType::CharacterDevice;
-        chr.then_some(Input {
-            dev: st.st_dev,
-            ino: st.st_ino,
-            kind: Kind::Terminal { rdev: st.st_rdev },
+    pub(crate) fn terminal_at(path: &std::path::Path) -> Option<Input> {
+        let meta = fs::metadata(path).ok()?;
+        meta.file_type().is_char_device().then_some(Input {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            kind: Kind::Terminal { rdev: meta.rdev() },
         })
     }
 

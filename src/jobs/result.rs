@@ -1,9 +1,9 @@
 //! The wire shapes of a job (SPEC §4.1, §4.4, §12), as typed structs.
 //!
 //! Field order is the declaration order: `job_id`, `state`, `queued_for`,
-//! `label`, `exit_code`, `signal`, `signal_number`, `start_error`, `awaiting_input`,
-//! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `stdout`,
-//! `stderr`.
+//! `label`, `tty`, `exit_code`, `signal`, `signal_number`, `start_error`,
+//! `awaiting_input`, `timed_out`, `cause`, `started_at`, `duration_ms`,
+//! `queued_ms`, `screen`, `stdout`, `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
 //!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended at a
 //!   deadline) or `error`.
@@ -21,7 +21,9 @@
 //!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
 //!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
 //!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
-//!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited).
+//!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited),
+//!   `tty: true` for a job on a pseudo-terminal (SPEC §20), and in a
+//!   terminal job's delivered result its last `screen` (before the streams).
 //!   A 2024-11-05 session sees exactly the reference shapes.
 //!
 //! Which of these a result shows is [`Fields`]: a front-end picks it from
@@ -32,6 +34,7 @@ use serde::Serialize;
 use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Gone, Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec};
+use crate::terminal::ScreenView;
 
 /// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
 /// for the earlier jobs of its shell session.
@@ -77,6 +80,9 @@ pub struct Status {
     /// The job's label.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// `true` for a terminal job (SPEC §20); absent for a pipe job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<bool>,
     /// Only when terminal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -117,6 +123,7 @@ impl Status {
             state,
             queued_for: (part_two && *phase == JobPhase::Queued).then_some(QUEUED_FOR[0]),
             label: label.filter(|_| part_two).map(str::to_owned),
+            tty: None,
             exit_code: None,
             signal: None,
             signal_number: None,
@@ -150,6 +157,15 @@ impl Status {
             fields,
         )
         .waiting_for_shell_session(job.waits_for_shell_session)
+        .on_terminal(job.tty.is_tty(), fields)
+    }
+
+    /// `tty: true` for a terminal job, in the fields that have it.
+    fn on_terminal(mut self, tty: bool, fields: Fields) -> Status {
+        if tty && fields.has_part_two() {
+            self.tty = Some(true);
+        }
+        self
     }
 
     /// `queued_for: "shell_session"` for a job queued behind an earlier job
@@ -174,6 +190,7 @@ impl Status {
     pub fn listed(l: &Listed, fields: Fields) -> Status {
         Status::new(l.id, &l.phase, None, l.label.as_deref(), fields)
             .waiting_for_shell_session(l.waits_for_shell_session)
+            .on_terminal(l.tty, fields)
             .awaiting_input(l.awaiting_input && fields.has_part_two())
     }
 
@@ -205,6 +222,9 @@ pub struct JobResult {
     /// How long it waited for capacity.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
+    /// A terminal job's last screen (SPEC §20), in its delivered result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenView>,
     /// stdout, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdout: Option<Slice>,
@@ -230,6 +250,7 @@ impl JobResult {
             started_at: None,
             duration_ms: None,
             queued_ms: None,
+            screen: None,
             stdout: job
                 .stdout
                 .slice_with(stdout, view.redact.map(|r| r as &dyn Redact)),
@@ -256,7 +277,11 @@ impl JobResult {
     pub fn delivered(job: &Job, view: &View<'_>) -> JobResult {
         let success = job.phase().is_success() && !job.cause.is_some_and(Cause::is_deadline);
         let side = job.capture.side(success);
-        JobResult::with_streams(job, &side.stdout, &side.stderr, view)
+        let mut r = JobResult::with_streams(job, &side.stdout, &side.stderr, view);
+        if view.fields.has_part_two() {
+            r.screen = super::terminal::last_screen(&job.tty, view.redact);
+        }
+        r
     }
 }
 
