@@ -34,26 +34,71 @@ fn wait_input(s: &mut Server, id: &str, timeout: f64) -> Value {
     )
 }
 
-/// Requires `command` to be reported as awaiting input by `wait`, `status`
-/// and `list_jobs`; then sends `answer` and returns the job's result.
-fn reported_then_answered(s: &mut Server, command: &str, answer: &str) -> Value {
-    let id = s.spawn_job(command);
-    let r = wait_input(s, &id, 15.0);
-    assert_eq!(
-        r,
-        json!([{"job_id": id, "state": "running", "awaiting_input": true}]),
-        "{command}"
+/// How a job runs: on pipes, or on a terminal (SPEC §20).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum On {
+    Pipes,
+    Terminal,
+}
+
+/// Starts `command` with `nowait`, on pipes or a terminal.
+fn spawn(s: &mut Server, command: &str, on: On) -> String {
+    let r = s.call(
+        "execute",
+        json!({"command": command, "nowait": true, "tty": on == On::Terminal}),
     );
+    r["job_id"].as_str().expect("job_id").to_owned()
+}
+
+/// A running job's status as `on` shows it: a terminal job says `tty`.
+fn running(id: &str, on: On, awaiting: bool) -> Value {
+    let mut v = json!({"job_id": id, "state": "running"});
+    if on == On::Terminal {
+        v["tty"] = json!(true);
+    }
+    if awaiting {
+        v["awaiting_input"] = json!(true);
+    }
+    v
+}
+
+/// Requires `command` to be reported as awaiting input by `wait`, `status`
+/// and `list_jobs` (a terminal job's wait entry with its screen, whose
+/// rows hold `shown`); then sends `answer` and returns the job's result.
+fn reported_then_answered(
+    s: &mut Server,
+    command: &str,
+    on: On,
+    shown: &str,
+    answer: &str,
+) -> Value {
+    let id = spawn(s, command, on);
+    let mut r = wait_input(s, &id, 15.0);
+    if on == On::Terminal {
+        let screen = r[0]
+            .as_object_mut()
+            .and_then(|e| e.remove("screen"))
+            .unwrap_or_else(|| panic!("{command}: no screen in {r}"));
+        let text = screen["lines"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        assert!(text.contains(shown), "{command}: {shown:?} not on {screen}");
+    }
+    assert_eq!(r, json!([running(&id, on, true)]), "{command}");
     assert_eq!(
         s.call("status", json!({"job_id": id})),
-        json!({"job_id": id, "state": "running", "awaiting_input": true}),
+        running(&id, on, true),
         "{command}"
     );
-    assert_eq!(
-        s.call("list_jobs", json!({})),
-        json!({"jobs": [{"job_id": id, "state": "running", "awaiting_input": true}]}),
-        "{command}"
-    );
+    let listed = s.call("list_jobs", json!({}));
+    assert_eq!(listed["jobs"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed["jobs"][0]["awaiting_input"], json!(true), "{listed}");
     s.call("input", json!({"job_id": id, "data": answer}));
     let r = s.call("wait", json!({"job_ids": [id], "timeout": 15}));
     assert_eq!(r[0]["state"], json!("success"), "{command}: {r}");
@@ -62,23 +107,29 @@ fn reported_then_answered(s: &mut Server, command: &str, answer: &str) -> Value 
 
 /// Requires the running job `id` not to be reported while it waits
 /// [`NEGATIVE_WAIT`] seconds for input, nor by `status` after.
-fn never_reported(s: &mut Server, id: &str, what: &str) {
+fn never_reported_on(s: &mut Server, id: &str, on: On, what: &str) {
     let r = wait_input(s, id, NEGATIVE_WAIT);
     assert_eq!(
         r,
-        json!([{"job_id": id, "state": "running"}]),
+        json!([running(id, on, false)]),
         "{what}: reported as awaiting input, or not running"
     );
     assert_eq!(
         s.call("status", json!({"job_id": id})),
-        json!({"job_id": id, "state": "running"}),
+        running(id, on, false),
         "{what}"
     );
-    assert_eq!(
-        s.call("list_jobs", json!({})),
-        json!({"jobs": [{"job_id": id, "state": "running"}]}),
-        "{what}"
+    let listed = s.call("list_jobs", json!({}));
+    assert_eq!(listed["jobs"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed["jobs"][0]["job_id"], json!(id), "{listed}");
+    assert!(
+        listed["jobs"][0].get("awaiting_input").is_none(),
+        "{what}: {listed}"
     );
+}
+
+fn never_reported(s: &mut Server, id: &str, what: &str) {
+    never_reported_on(s, id, On::Pipes, what);
 }
 
 /// Whether `program` exists in `t` (asked of the target itself).
@@ -95,20 +146,20 @@ fn skipped(t: Target, program: &str) {
 // false positives: none
 // ---------------------------------------------------------------------------
 
-fn a_sleeping_job_is_never_reported_as_awaiting_input(t: Target) {
+fn sleep_is_not_reported(t: Target, on: On) {
     let mut s = started(t);
-    let id = s.spawn_job("sleep 5");
-    never_reported(&mut s, &id, "sleep 5");
+    let id = spawn(&mut s, "sleep 5", on);
+    never_reported_on(&mut s, &id, on, "sleep 5");
 }
 
-fn a_shell_waiting_on_its_child_is_never_reported_as_awaiting_input(t: Target) {
+fn shell_waiting_on_a_child_is_not_reported(t: Target, on: On) {
     let mut s = started(t);
-    let id = s.spawn_job("sleep 5; echo done");
-    never_reported(&mut s, &id, "a shell in wait4");
+    let id = spawn(&mut s, "sleep 5; echo done", on);
+    never_reported_on(&mut s, &id, on, "a shell in wait4");
     let r = s.call("kill", json!({"job_id": id, "signal": "KILL"}));
     assert_eq!(r["terminated"], json!(true), "{r}");
-    let id = s.spawn_job("(sleep 5); echo done");
-    never_reported(&mut s, &id, "a shell waiting on a subshell");
+    let id = spawn(&mut s, "(sleep 5); echo done", on);
+    never_reported_on(&mut s, &id, on, "a shell waiting on a subshell");
 }
 
 /// A loopback listener nobody accepts on, its queue filled: a connect to
@@ -140,7 +191,7 @@ impl Blackhole {
     }
 }
 
-fn a_tcp_connect_that_is_never_answered_is_never_reported_as_awaiting_input(t: Target) {
+fn tcp_connect_never_answered_is_not_reported(t: Target, on: On) {
     let hole = Blackhole::new();
     // A container shares the host's loopback to reach it.
     let mut s = if t.is_container() {
@@ -156,84 +207,178 @@ fn a_tcp_connect_that_is_never_answered_is_never_reported_as_awaiting_input(t: T
     } else {
         format!("exec nc 127.0.0.1 {port}")
     };
-    let id = s.spawn_job(&connect);
-    never_reported(&mut s, &id, &connect);
+    let id = spawn(&mut s, &connect, on);
+    never_reported_on(&mut s, &id, on, &connect);
 }
 
-fn cat_of_dev_null_is_never_reported_as_awaiting_input(t: Target) {
+fn cat_of_dev_null_is_not_reported(t: Target, on: On) {
     let mut s = started(t);
-    let id = s.spawn_job("cat < /dev/null");
+    let id = spawn(&mut s, "cat < /dev/null", on);
     let r = wait_input(&mut s, &id, 15.0);
     assert_eq!(r[0]["state"], json!("success"), "it ends, unreported: {r}");
     assert!(r[0].get("awaiting_input").is_none(), "{r}");
     // A cat reading another pipe, while the job's stdin is open.
-    let id = s.spawn_job("sleep 5 | cat");
-    never_reported(&mut s, &id, "cat reading a pipe from sleep");
+    let id = spawn(&mut s, "sleep 5 | cat", on);
+    never_reported_on(&mut s, &id, on, "cat reading a pipe from sleep");
 }
 
-fn a_shell_reading_fd_3_pointed_at_fd_0_is_not_reported_as_awaiting_input(t: Target) {
+fn read_of_fd_3_pointed_at_fd_0_is_not_reported(t: Target, on: On) {
     let mut s = started(t);
-    // fd 0 is the job's stdin until `read <&3` points it at the other pipe.
-    let id = s.spawn_job("exec 4<&0; sleep 5 | { exec 3<&0 0<&4; read x <&3; }");
-    never_reported(&mut s, &id, "read <&3");
+    // fd 0 is the job's input until `read <&3` points it at the other pipe.
+    let id = spawn(
+        &mut s,
+        "exec 4<&0; sleep 5 | { exec 3<&0 0<&4; read x <&3; }",
+        on,
+    );
+    never_reported_on(&mut s, &id, on, "read <&3");
 }
 
 // ---------------------------------------------------------------------------
 // true positives
 // ---------------------------------------------------------------------------
 
-fn a_shell_read_is_reported_as_awaiting_input_and_ends_with_the_line(t: Target) {
+fn read_is_reported(t: Target, on: On) {
     let mut s = started(t);
-    let r = reported_then_answered(&mut s, "read x; echo \"got $x\"", "hello\n");
-    assert_eq!(r["stdout"]["data"], json!("got hello\n"), "{r}");
+    let r = reported_then_answered(
+        &mut s,
+        "printf 'name? '; read x; echo \"got $x\"",
+        on,
+        "name?",
+        "hello\n",
+    );
+    assert!(
+        r["stdout"]["data"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("got hello\n") || d.ends_with("got hello\r\n")),
+        "{r}"
+    );
 }
 
-fn python_input_is_reported_as_awaiting_input(t: Target) {
+fn python_input_is_reported(t: Target, on: On) {
     let mut s = started(t);
     if !has(&mut s, "python3") {
         return skipped(t, "python3");
     }
-    let r = reported_then_answered(&mut s, "python3 -c 'print(\"got\", input())'", "hello\n");
-    assert_eq!(r["stdout"]["data"], json!("got hello\n"), "{r}");
+    let r = reported_then_answered(
+        &mut s,
+        "python3 -c 'print(\"got\", input(\"name? \"))'",
+        on,
+        "name?",
+        "hello\n",
+    );
+    assert!(
+        r["stdout"]["data"]
+            .as_str()
+            .is_some_and(|d| d.contains("got hello")),
+        "{r}"
+    );
 }
 
-fn a_password_prompt_read_s_is_reported_as_awaiting_input(t: Target) {
+fn password_prompt_is_reported(t: Target, on: On) {
     let mut s = started(t);
     // dash (the host's sh) has no `read -s`; bash and busybox sh do.
     let shell = if has(&mut s, "bash") { "bash" } else { "sh" };
     let r = reported_then_answered(
         &mut s,
-        &format!("{shell} -c 'read -s -p \"Password: \" pw; echo \"got ${{#pw}}\"'"),
+        &format!("printf 'Password: '; {shell} -c 'read -s pw; echo \"got ${{#pw}}\"'"),
+        on,
+        "Password:",
         "secret\n",
     );
-    assert_eq!(r["stdout"]["data"], json!("got 6\n"), "{r}");
+    let out = r["stdout"]["data"].as_str().unwrap_or_default();
+    assert!(out.contains("got 6"), "{r}");
+    assert!(!out.contains("secret"), "read -s echoed the password: {r}");
 }
 
-fn a_yes_no_prompt_is_reported_as_awaiting_input_after_it_is_printed(t: Target) {
+fn yes_no_prompt_is_reported(t: Target, on: On) {
     let mut s = started(t);
-    let id = s.spawn_job("printf 'Continue? [Y/n] '; read answer; echo \"answer=$answer\"");
-    let r = wait_input(&mut s, &id, 15.0);
-    assert_eq!(
-        r,
-        json!([{"job_id": id, "state": "running", "awaiting_input": true}])
+    let r = reported_then_answered(
+        &mut s,
+        "printf 'Continue? [Y/n] '; read answer; echo \"answer=$answer\"",
+        on,
+        "Continue? [Y/n]",
+        "n\n",
     );
-    let out = s.call("output", json!({"job_id": id, "stdout": "all"}));
-    assert_eq!(out["stdout"]["data"], json!("Continue? [Y/n] "), "{out}");
-    s.call("input", json!({"job_id": id, "data": "n\n"}));
-    let r = s.call("wait", json!({"job_ids": [id], "timeout": 15}));
-    assert_eq!(
-        r[0]["stdout"]["data"],
-        json!("Continue? [Y/n] answer=n\n"),
+    assert!(
+        r["stdout"]["data"]
+            .as_str()
+            .is_some_and(|d| d.contains("answer=n")),
         "{r}"
     );
-    // `read -p`'s own prompt (on stderr), too.
+    // `read -p`'s own prompt (bash prints it only on a terminal).
     let shell = if has(&mut s, "bash") { "bash" } else { "sh" };
     let r = reported_then_answered(
         &mut s,
         &format!("{shell} -c 'read -p \"Proceed? [Y/n] \" a; echo \"a=$a\"'"),
+        on,
+        if on == On::Terminal {
+            "Proceed? [Y/n]"
+        } else {
+            ""
+        },
         "y\n",
     );
-    assert_eq!(r["stdout"]["data"], json!("a=y\n"), "{r}");
+    assert!(
+        r["stdout"]["data"]
+            .as_str()
+            .is_some_and(|d| d.contains("a=y")),
+        "{r}"
+    );
+}
+
+fn a_sleeping_job_is_never_reported_as_awaiting_input(t: Target) {
+    sleep_is_not_reported(t, On::Pipes);
+}
+fn a_sleeping_terminal_job_is_never_reported_as_awaiting_input(t: Target) {
+    sleep_is_not_reported(t, On::Terminal);
+}
+fn a_shell_waiting_on_its_child_is_never_reported_as_awaiting_input(t: Target) {
+    shell_waiting_on_a_child_is_not_reported(t, On::Pipes);
+}
+fn a_terminal_shell_waiting_on_its_child_is_never_reported_as_awaiting_input(t: Target) {
+    shell_waiting_on_a_child_is_not_reported(t, On::Terminal);
+}
+fn a_tcp_connect_that_is_never_answered_is_never_reported_as_awaiting_input(t: Target) {
+    tcp_connect_never_answered_is_not_reported(t, On::Pipes);
+}
+fn a_terminal_tcp_connect_that_is_never_answered_is_never_reported_as_awaiting_input(t: Target) {
+    tcp_connect_never_answered_is_not_reported(t, On::Terminal);
+}
+fn cat_of_dev_null_is_never_reported_as_awaiting_input(t: Target) {
+    cat_of_dev_null_is_not_reported(t, On::Pipes);
+}
+fn cat_of_dev_null_on_a_terminal_is_never_reported_as_awaiting_input(t: Target) {
+    cat_of_dev_null_is_not_reported(t, On::Terminal);
+}
+fn a_shell_reading_fd_3_pointed_at_fd_0_is_not_reported_as_awaiting_input(t: Target) {
+    read_of_fd_3_pointed_at_fd_0_is_not_reported(t, On::Pipes);
+}
+fn a_terminal_shell_reading_fd_3_pointed_at_fd_0_is_not_reported_as_awaiting_input(t: Target) {
+    read_of_fd_3_pointed_at_fd_0_is_not_reported(t, On::Terminal);
+}
+fn a_shell_read_is_reported_as_awaiting_input_and_ends_with_the_line(t: Target) {
+    read_is_reported(t, On::Pipes);
+}
+fn a_shell_read_on_a_terminal_is_reported_with_its_screen_and_ends_with_the_line(t: Target) {
+    read_is_reported(t, On::Terminal);
+}
+fn python_input_is_reported_as_awaiting_input(t: Target) {
+    python_input_is_reported(t, On::Pipes);
+}
+fn python_input_on_a_terminal_is_reported_as_awaiting_input(t: Target) {
+    python_input_is_reported(t, On::Terminal);
+}
+fn a_password_prompt_read_s_is_reported_as_awaiting_input(t: Target) {
+    password_prompt_is_reported(t, On::Pipes);
+}
+fn a_password_prompt_read_s_on_a_terminal_is_reported_and_never_echoed(t: Target) {
+    password_prompt_is_reported(t, On::Terminal);
+}
+fn a_yes_no_prompt_is_reported_as_awaiting_input_after_it_is_printed(t: Target) {
+    yes_no_prompt_is_reported(t, On::Pipes);
+}
+fn a_yes_no_prompt_on_a_terminal_is_reported_with_the_prompt_on_its_screen(t: Target) {
+    yes_no_prompt_is_reported(t, On::Terminal);
 }
 
 // ---------------------------------------------------------------------------
@@ -316,14 +461,23 @@ fn until_input_that_is_not_a_boolean_is_invalid_arguments(t: Target) {
 
 crate::parity!(
     a_sleeping_job_is_never_reported_as_awaiting_input,
+    a_sleeping_terminal_job_is_never_reported_as_awaiting_input,
     a_shell_waiting_on_its_child_is_never_reported_as_awaiting_input,
+    a_terminal_shell_waiting_on_its_child_is_never_reported_as_awaiting_input,
     a_tcp_connect_that_is_never_answered_is_never_reported_as_awaiting_input,
+    a_terminal_tcp_connect_that_is_never_answered_is_never_reported_as_awaiting_input,
     cat_of_dev_null_is_never_reported_as_awaiting_input,
+    cat_of_dev_null_on_a_terminal_is_never_reported_as_awaiting_input,
     a_shell_reading_fd_3_pointed_at_fd_0_is_not_reported_as_awaiting_input,
+    a_terminal_shell_reading_fd_3_pointed_at_fd_0_is_not_reported_as_awaiting_input,
     a_shell_read_is_reported_as_awaiting_input_and_ends_with_the_line,
+    a_shell_read_on_a_terminal_is_reported_with_its_screen_and_ends_with_the_line,
     python_input_is_reported_as_awaiting_input,
+    python_input_on_a_terminal_is_reported_as_awaiting_input,
     a_password_prompt_read_s_is_reported_as_awaiting_input,
+    a_password_prompt_read_s_on_a_terminal_is_reported_and_never_echoed,
     a_yes_no_prompt_is_reported_as_awaiting_input_after_it_is_printed,
+    a_yes_no_prompt_on_a_terminal_is_reported_with_the_prompt_on_its_screen,
     input_combines_with_a_pattern_and_each_entry_says_which_condition_it_met,
     a_job_that_ends_while_waited_for_input_is_delivered,
     a_job_whose_stdin_is_closed_is_never_reported_as_awaiting_input,

@@ -40,9 +40,10 @@ use serde_json::{Value, json};
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable, deadline_in};
 use crate::jobs::result::{JobResult, Status, View};
-use crate::jobs::{Job, JobId, Stream, Trigger, Until, WaitEntry, WaitError};
+use crate::jobs::{Job, JobId, Jobs, Stream, Trigger, Until, WaitEntry, WaitError};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
+use crate::terminal::ScreenView;
 
 /// The tool.
 pub const TOOL: Tool = Tool {
@@ -105,6 +106,9 @@ enum Entry {
         matched: Option<Matched>,
         #[serde(skip_serializing_if = "Option::is_none")]
         went_quiet: Option<f64>,
+        /// A terminal job's screen as it triggered (SPEC §20).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        screen: Option<ScreenView>,
     },
 }
 
@@ -219,7 +223,7 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
     let mut claimed = Vec::new();
     let out: Vec<Entry> = entries
         .into_iter()
-        .map(|e| render(e, &view, &mut claimed))
+        .map(|e| render(e, &call.app.jobs, &view, &mut claimed))
         .collect();
     let bytes = out
         .iter()
@@ -240,8 +244,9 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
 }
 
 /// One entry; a job delivered here joins `claimed` (put back if the answer
-/// never reaches the client).
-fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
+/// never reaches the client). A terminal job that triggered carries its
+/// screen.
+fn render(e: WaitEntry, jobs: &Jobs, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
     let fields = view.fields;
     match e {
         WaitEntry::Delivered(job) => {
@@ -254,25 +259,34 @@ fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
             status: Status::gone(&gone, fields),
             result_delivered_elsewhere: true,
         },
-        WaitEntry::Pending(l, trigger) => {
+        WaitEntry::Pending(l, None) => Entry::Status(Status::listed(&l, fields)),
+        WaitEntry::Pending(l, Some(trigger)) => {
+            // `Status::listed` carries `awaiting_input: true`.
             let status = Status::listed(&l, fields);
-            match trigger {
-                Some(Trigger::Matched(m)) => Entry::Triggered {
-                    status,
-                    matched: Some(Matched {
+            let screen = if l.tty {
+                jobs.screen(l.id, 0, view.redact).ok()
+            } else {
+                None
+            };
+            let (matched, went_quiet) = match trigger {
+                Trigger::Matched(m) => (
+                    Some(Matched {
                         stream: m.stream.name(),
                         offset: m.offset,
                         bytes: m.bytes,
                     }),
-                    went_quiet: None,
-                },
-                Some(Trigger::WentQuiet(silent)) => Entry::Triggered {
-                    status,
-                    matched: None,
-                    went_quiet: Some((silent.as_secs_f64() * 1000.0).round() / 1000.0),
-                },
-                // `Status::listed` carries `awaiting_input: true`.
-                Some(Trigger::AwaitingInput) | None => Entry::Status(status),
+                    None,
+                ),
+                Trigger::WentQuiet(silent) => {
+                    (None, Some((silent.as_secs_f64() * 1000.0).round() / 1000.0))
+                }
+                Trigger::AwaitingInput => (None, None),
+            };
+            Entry::Triggered {
+                status,
+                matched,
+                went_quiet,
+                screen,
             }
         }
     }
