@@ -326,6 +326,24 @@ fn yes_no_prompt_is_reported(t: Target, on: On) {
     );
 }
 
+fn a_read_of_dev_tty_on_a_terminal_is_reported_as_awaiting_input(t: Target) {
+    let mut s = started(t);
+    // What sudo and ssh do for a password: open the controlling terminal.
+    let r = reported_then_answered(
+        &mut s,
+        "printf 'tty? '; read x < /dev/tty; echo \"got $x\"",
+        On::Terminal,
+        "tty?",
+        "yes\n",
+    );
+    assert!(
+        r["stdout"]["data"]
+            .as_str()
+            .is_some_and(|d| d.contains("got yes")),
+        "{r}"
+    );
+}
+
 fn a_sleeping_job_is_never_reported_as_awaiting_input(t: Target) {
     sleep_is_not_reported(t, On::Pipes);
 }
@@ -478,6 +496,7 @@ crate::parity!(
     a_password_prompt_read_s_on_a_terminal_is_reported_and_never_echoed,
     a_yes_no_prompt_is_reported_as_awaiting_input_after_it_is_printed,
     a_yes_no_prompt_on_a_terminal_is_reported_with_the_prompt_on_its_screen,
+    a_read_of_dev_tty_on_a_terminal_is_reported_as_awaiting_input,
     input_combines_with_a_pattern_and_each_entry_says_which_condition_it_met,
     a_job_that_ends_while_waited_for_input_is_delivered,
     a_job_whose_stdin_is_closed_is_never_reported_as_awaiting_input,

@@ -23,7 +23,8 @@
 //! with `input: true`, a listed job blocked reading its stdin or terminal
 //! (SPEC §20.1) — its entry carries `awaiting_input: true`. The conditions
 //! combine; each entry says which one its job met, and an answer whose
-//! entries carry none of them (and no result) ended at the timeout.
+//! entries carry none of them (and no result) ended at the timeout. A
+//! terminal job's triggered entry also carries its `screen` (SPEC §20).
 //!
 //! A job listed here whose result a `kill` or another `wait` takes while
 //! this call blocks is answered with its terminal status fields and
