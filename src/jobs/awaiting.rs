@@ -40,12 +40,18 @@
 //! - No cost when nobody asks: nothing here runs in the background; a look
 //!   happens only for a `wait` with `until.input`, a `status`, a
 //!   `list_jobs` or a metrics scrape, and only for a running job whose stdin
-//!   is open, that has written nothing for [`SILENCE`], and whose stdin
+//!   is open, that has written nothing for [`SILENCE`], whose stdin
 //!   pipe holds no unread byte (no write in progress either: the look
-//!   holds the stdin slot, so no write can start under it).
+//!   holds the stdin slot, so no write can start under it), and whose
+//!   output pipes (or terminal) hold no byte its runner has not read yet:
+//!   a job is never reported before the prompt it printed reached its
+//!   window (and screen).
 //! - A `wait` re-looks at a silent job on a bounded backoff
 //!   ([`FIRST_RECHECK`] doubling to [`LAST_RECHECK`]) and ends on the first
 //!   look that finds it reading: no fixed settle delay.
+//! - One answer reads the process list of `/proc` once ([`Processes`]),
+//!   however many jobs it looks at (`list_jobs`, a scrape, a `wait` on
+//!   many ids); each job then reads only its own processes' files.
 //! - A look reads `syscall` again after checking the descriptors and
 //!   requires the same line (same call, same stack pointer): the thread
 //!   stayed in that one call through the whole look.
@@ -86,8 +92,10 @@ pub(super) enum Awaiting {
 
 impl Shared {
     /// Whether job `id` is blocked reading its stdin or terminal now (the
-    /// one look, for every verb that reports it).
-    pub(super) fn awaiting_input(&self, id: JobId) -> Awaiting {
+    /// one look, for every verb that reports it). `procs` is the process
+    /// list the look uses, read from `/proc` by the first look that needs
+    /// it: a caller looking at many jobs at once (`list`) reads it once.
+    pub(super) fn awaiting_input(&self, id: JobId, procs: &mut Option<Processes>) -> Awaiting {
         let found = self.table.with(id, |j| match (&j.state, j.input) {
             (
                 JobState::Started {
@@ -96,12 +104,33 @@ impl Shared {
                     ..
                 },
                 Some(input),
-            ) => Some((*pgid, input, j.last_output, Arc::clone(&j.stdin))),
+            ) => Some((
+                *pgid,
+                input,
+                j.last_output,
+                Arc::clone(&j.stdin),
+                j.output_pipes.clone(),
+                j.tty.open().cloned(),
+            )),
             _ => None,
         });
-        let Some((leader, input, last_output, slot)) = found.flatten() else {
+        let Some((leader, input, last_output, slot, pipes, terminal)) = found.flatten() else {
             return Awaiting::No;
         };
+        // Output written and not read yet (a prompt on its way to the
+        // window) is output: the job is not silent, and its answer would
+        // come before the prompt.
+        let unread = |n: rustix::io::Result<u64>| n.map_or(true, |n| n > 0);
+        let pending = match (&pipes, &terminal) {
+            (Some(p), _) => p
+                .iter()
+                .any(|rx| unread(rustix::io::ioctl_fionread(rx.as_ref()))),
+            (None, Some(t)) => unread(rustix::io::ioctl_fionread(t.master().get_ref())),
+            (None, None) => false,
+        };
+        if pending {
+            return Awaiting::No;
+        }
         let quiet_at = last_output + SILENCE;
         if Instant::now() < quiet_at {
             return Awaiting::NotBefore(quiet_at);
@@ -123,7 +152,9 @@ impl Shared {
             }
             Some(StdinWriter::Terminal(_)) => {}
         }
-        reading(leader, &input).map_or(Awaiting::No, Awaiting::Yes)
+        let procs = procs.get_or_insert_with(Processes::read);
+        look(procs.members(leader, input.kind), &input, Probes::Both)
+            .map_or(Awaiting::No, Awaiting::Yes)
     }
 }
 
@@ -206,12 +237,6 @@ impl Input {
     }
 }
 
-/// Whether a process of the job led by `leader` is blocked reading `input`
-/// now, and how that was seen; `None` when not (or when it cannot be told).
-pub(crate) fn reading(leader: Pid, input: &Input) -> Option<Source> {
-    look(leader, input, Probes::Both)
-}
-
 /// Which sources a look may use (tests force the fallback).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Probes {
@@ -220,9 +245,12 @@ enum Probes {
     WchanOnly,
 }
 
-fn look(leader: Pid, input: &Input, probes: Probes) -> Option<Source> {
+/// Whether one of the job's processes `members` is blocked reading
+/// `input` now, and how that was seen; `None` when not (or when it cannot
+/// be told).
+fn look(members: Vec<Member>, input: &Input, probes: Probes) -> Option<Source> {
     let mut found = None;
-    for p in members(leader, input.kind) {
+    for p in members {
         let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", p.pid)) else {
             continue;
         };
@@ -260,27 +288,43 @@ struct Member {
     tty_nr: u64,
 }
 
-/// Every process of the job: those in `leader`'s process group (a pipe
-/// job), or in its session (a PTY job: an interactive shell puts each
-/// command in a group of its own).
-fn members(leader: Pid, kind: Kind) -> Vec<Member> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| {
-            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = ProcStat::parse(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
-            let of_job = match kind {
+/// Every process, with the `stat` fields a look needs: read once per
+/// answer, however many jobs it looks at.
+pub(super) struct Processes(Vec<(i32, ProcStat)>);
+
+impl Processes {
+    /// The processes in `/proc` now (none if it cannot be read).
+    fn read() -> Processes {
+        let Ok(dir) = fs::read_dir("/proc") else {
+            return Processes(Vec::new());
+        };
+        Processes(
+            dir.flatten()
+                .filter_map(|e| {
+                    let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                    Some((pid, ProcStat::parse(&text)?))
+                })
+                .collect(),
+        )
+    }
+
+    /// Every process of the job: those in `leader`'s process group (a pipe
+    /// job), or in its session (a PTY job: an interactive shell puts each
+    /// command in a group of its own).
+    fn members(&self, leader: Pid, kind: Kind) -> Vec<Member> {
+        self.0
+            .iter()
+            .filter(|(_, stat)| match kind {
                 Kind::Pipe => stat.pgrp == leader.0,
                 Kind::Terminal { .. } => stat.session == leader.0,
-            };
-            of_job.then_some(Member {
+            })
+            .map(|&(pid, ref stat)| Member {
                 pid,
                 tty_nr: stat.tty_nr,
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 /// The fields of `/proc/PID/stat` a look needs.
@@ -653,7 +697,8 @@ mod tests {
         fn seen_within(&self, probes: Probes, limit: Duration) -> Option<Source> {
             let until = Instant::now() + limit;
             loop {
-                if let Some(s) = look(self.leader(), &self.input, probes) {
+                let members = Processes::read().members(self.leader(), Kind::Pipe);
+                if let Some(s) = look(members, &self.input, probes) {
                     return Some(s);
                 }
                 if Instant::now() >= until {
@@ -722,10 +767,13 @@ mod tests {
         let job = Job::start("exec 4<&0; sleep 30 | { exec 3<&0 0<&4; read x <&3; }");
         // The case is real: a thread of the job sleeps in read(0, …).
         let reads_fd_0 = || {
-            members(job.leader(), Kind::Pipe).iter().any(|m| {
-                fs::read_to_string(format!("/proc/{}/syscall", m.pid))
-                    .is_ok_and(|l| Call::parse(&l) == Some(Call::Read { fd: 0 }))
-            })
+            Processes::read()
+                .members(job.leader(), Kind::Pipe)
+                .iter()
+                .any(|m| {
+                    fs::read_to_string(format!("/proc/{}/syscall", m.pid))
+                        .is_ok_and(|l| Call::parse(&l) == Some(Call::Read { fd: 0 }))
+                })
         };
         let until = Instant::now() + Duration::from_secs(10);
         while !reads_fd_0() {

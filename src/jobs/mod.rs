@@ -232,7 +232,10 @@ impl Jobs {
         let status = self.status(id, fields)?;
         let awaiting = fields.has_part_two()
             && status.state == "running"
-            && matches!(self.shared.awaiting_input(id), awaiting::Awaiting::Yes(_));
+            && matches!(
+                self.shared.awaiting_input(id, &mut None),
+                awaiting::Awaiting::Yes(_)
+            );
         Some(status.awaiting_input(awaiting))
     }
 
@@ -253,9 +256,13 @@ impl Jobs {
     /// reading its input is marked so (SPEC §20.1).
     pub fn list(&self) -> Vec<Listed> {
         let mut listed = self.shared.table.list();
+        let mut procs = None;
         for l in &mut listed {
             l.awaiting_input = l.phase == JobPhase::Running
-                && matches!(self.shared.awaiting_input(l.id), awaiting::Awaiting::Yes(_));
+                && matches!(
+                    self.shared.awaiting_input(l.id, &mut procs),
+                    awaiting::Awaiting::Yes(_)
+                );
         }
         listed
     }

@@ -104,6 +104,10 @@ pub struct Job {
     /// The open file that is its input (its stdin pipe, or its terminal),
     /// once started: what [`super::awaiting`] compares a read against.
     pub(super) input: Option<Input>,
+    /// A pipe job's stdout and stderr read ends, shared with its runner:
+    /// [`super::awaiting`] reports nothing while they hold bytes the
+    /// runner has not read yet (a prompt on its way).
+    pub(super) output_pipes: Option<[Arc<pipe::Receiver>; 2]>,
     /// Cancelled when the job leaves the table: stops its runner.
     pub(super) removed: CancellationToken,
     /// The shell session it belongs to (SPEC §17). Set at launch.
@@ -149,6 +153,7 @@ impl Job {
             capture,
             stdin: StdinSlot::default(),
             input: None,
+            output_pipes: None,
             removed: CancellationToken::new(),
             shell_session,
             waits_for_shell_session: false,
@@ -520,6 +525,14 @@ impl JobTable {
         };
         self.changed.notify_waiters();
         found
+    }
+
+    /// Keeps a started pipe job's output read ends with it (see
+    /// [`Job::output_pipes`]).
+    pub(super) fn set_output_pipes(&self, id: JobId, pipes: [Arc<pipe::Receiver>; 2]) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.output_pipes = Some(pipes);
+        }
     }
 
     /// Records that an admitted job could not start: it is terminal and its

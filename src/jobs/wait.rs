@@ -178,6 +178,7 @@ impl Jobs {
         let table = &self.shared.table;
         let mut triggers = HashMap::new();
         let mut next_quiet: Option<Instant> = None;
+        let mut procs = None;
         let now = Instant::now();
         for &id in ids {
             if triggers.contains_key(&id) {
@@ -236,7 +237,7 @@ impl Jobs {
             } else if until.input
                 && let Some(last_output) = last_output
             {
-                match self.input_look(id, last_output, now, relooks) {
+                match self.input_look(id, last_output, now, relooks, &mut procs) {
                     Ok(()) => {
                         triggers.insert(id, Trigger::AwaitingInput);
                     }
@@ -257,6 +258,7 @@ impl Jobs {
         last_output: Instant,
         now: Instant,
         relooks: &mut HashMap<JobId, Relook>,
+        procs: &mut Option<awaiting::Processes>,
     ) -> Result<(), Option<Instant>> {
         let due = relooks
             .get(&id)
@@ -264,7 +266,7 @@ impl Jobs {
         if let Some(r) = due {
             return Err(Some(r.at));
         }
-        match self.shared.awaiting_input(id) {
+        match self.shared.awaiting_input(id, procs) {
             Awaiting::Yes(source) => {
                 tracing::debug!(job = %id, ?source, "awaiting input");
                 Ok(())
