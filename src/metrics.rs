@@ -4,7 +4,8 @@
 //! ends, `server::session` when a request is answered) through the free
 //! functions here; they cost an atomic add. Gauges that mirror state owned
 //! elsewhere (the job table's counts, the breaker, the HTTP sessions, the
-//! reaper's orphan count) are not kept in step: the scraper hands their
+//! reaper's orphan count, the jobs awaiting input — looked at in `/proc`
+//! only then) are not kept in step: the scraper hands their
 //! values in a [`Snapshot`] and [`render`] sets them just before encoding.
 //! The `process_*` gauges are read from `/proc/self` at scrape time.
 //!
@@ -41,6 +42,7 @@ struct Metrics {
     cpu_seconds: Counter<f64, AtomicU64>,
     jobs_running: Gauge,
     jobs_queued: Gauge,
+    jobs_awaiting_input: Gauge,
     jobs_capacity: Gauge,
     http_sessions: Gauge,
     breaker_open: Gauge,
@@ -78,6 +80,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         orphans_reaped: Counter::default(),
         jobs_running: Gauge::default(),
         jobs_queued: Gauge::default(),
+        jobs_awaiting_input: Gauge::default(),
         jobs_capacity: Gauge::default(),
         http_sessions: Gauge::default(),
         breaker_open: Gauge::default(),
@@ -110,6 +113,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "jobs_queued",
             "Jobs waiting to start",
             m.jobs_queued.clone(),
+        );
+        mcp.register(
+            "jobs_awaiting_input",
+            "Running jobs blocked reading their stdin or terminal (looked at when scraped)",
+            m.jobs_awaiting_input.clone(),
         );
         mcp.register(
             "jobs_capacity",
@@ -257,6 +265,8 @@ pub struct Snapshot {
     pub running: usize,
     /// Jobs queued.
     pub queued: usize,
+    /// Running jobs blocked reading their input (SPEC §20.1).
+    pub awaiting_input: usize,
     /// `MCP_EXEC_MAX_RUNNING`.
     pub capacity: usize,
     /// Open HTTP sessions.
@@ -277,6 +287,7 @@ pub fn render(snapshot: &Snapshot) -> String {
     let m = &*METRICS;
     m.jobs_running.set(gauge(snapshot.running));
     m.jobs_queued.set(gauge(snapshot.queued));
+    m.jobs_awaiting_input.set(gauge(snapshot.awaiting_input));
     m.jobs_capacity.set(gauge(snapshot.capacity));
     m.http_sessions.set(gauge(snapshot.http_sessions));
     m.breaker_open.set(i64::from(snapshot.breaker_open));
@@ -357,6 +368,7 @@ mod tests {
         request("stdio", "ping", "ok");
         let text = render(&Snapshot {
             running: 2,
+            awaiting_input: 1,
             capacity: 8,
             ..Snapshot::default()
         });
@@ -368,6 +380,7 @@ mod tests {
             "mcp_exec_job_duration_seconds_bucket{le=\"0.01\"}",
             "mcp_exec_job_queue_wait_seconds_count",
             "mcp_exec_jobs_queued 0",
+            "mcp_exec_jobs_awaiting_input 1",
             "mcp_exec_jobs_capacity 8",
             "mcp_exec_requests_total{transport=\"stdio\",method=\"ping\",outcome=\"ok\"}",
             "mcp_exec_http_sessions 0",

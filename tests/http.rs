@@ -630,6 +630,51 @@ fn prometheus_families(text: &str) -> Option<Vec<String>> {
     )
 }
 
+fn the_awaiting_input_gauge_counts_the_jobs_blocked_reading_their_stdin(t: Target) {
+    let s = Both::start(
+        t,
+        &[("MCP_EXEC_HTTP_TOKEN", "tok")],
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let mp = s.metrics_port.unwrap();
+    let gauge = || {
+        let m = http(mp, "GET", "/metrics", &[], "");
+        m.body
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp_exec_jobs_awaiting_input "))
+            .map(str::to_owned)
+    };
+    assert_eq!(gauge().as_deref(), Some("0"));
+    let auth = [("Authorization", "Bearer tok")];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": LATEST}})
+    .to_string();
+    let r = http(s.port, "POST", "/mcp", &auth, &init);
+    let sid = r.header("mcp-session-id").unwrap().to_owned();
+    let headers = [auth[0], ("Mcp-Session-Id", sid.as_str())];
+    let call = |id: u64, name: &str, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+        .to_string();
+        let r = http(s.port, "POST", "/mcp", &headers, &body);
+        assert_eq!(r.status, 200, "{r:?}");
+        r
+    };
+    call(1, "execute", json!({"command": "read x", "nowait": true}));
+    // Answered once job-1 waits for its input.
+    let r = call(
+        2,
+        "wait",
+        json!({"job_ids": ["job-1"], "timeout": 15, "until": {"input": true}}),
+    );
+    assert!(r.body.contains("awaiting_input"), "{r:?}");
+    assert_eq!(gauge().as_deref(), Some("1"));
+    call(3, "input", json!({"job_id": "job-1", "data": "x\n"}));
+    let r = call(4, "wait", json!({"job_ids": ["job-1"], "timeout": 15}));
+    assert!(r.body.contains("success"), "{r:?}");
+    assert_eq!(gauge().as_deref(), Some("0"));
+}
+
 fn healthz_livez_and_metrics_answer_and_the_metrics_parse_as_prometheus_text(t: Target) {
     let s = Both::start(
         t,
@@ -784,6 +829,7 @@ http_targets!(
     a_job_started_over_http_is_waited_for_over_stdio,
     a_blocking_execute_whose_client_disconnects_leaves_its_job_listed,
     healthz_livez_and_metrics_answer_and_the_metrics_parse_as_prometheus_text,
+    the_awaiting_input_gauge_counts_the_jobs_blocked_reading_their_stdin,
     the_token_never_reaches_a_job,
 );
 

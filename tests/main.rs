@@ -44,6 +44,9 @@ mod golden;
 /// The process tools a job finds in every target (pgrep, pkill).
 mod images;
 
+/// Awaiting input (SPEC §20.1): `wait` until input, `awaiting_input`, no false positives.
+mod awaiting;
+
 /// Bounded execution (SPEC §12): argv, deadlines, yielding, the queue, labels, breaker, wait until.
 mod bounded;
 

@@ -54,6 +54,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::awaiting::Input;
 use super::shell_session::lanes::Lanes;
 use super::state::{Cause, ExitOutcome, JobId, JobPhase, JobState, Owner, Pending, Ran, Stream};
 use super::terminal::{Terminal, Tty};
@@ -100,6 +101,13 @@ pub struct Job {
     pub(super) capture: CapturePolicy,
     /// Its stdin (written outside the lock by [`super::Jobs::write_stdin`]).
     pub(super) stdin: StdinSlot,
+    /// The open file that is its input (its stdin pipe, or its terminal),
+    /// once started: what [`super::awaiting`] compares a read against.
+    pub(super) input: Option<Input>,
+    /// A pipe job's stdout and stderr read ends, shared with its runner:
+    /// [`super::awaiting`] reports nothing while they hold bytes the
+    /// runner has not read yet (a prompt on its way).
+    pub(super) output_pipes: Option<[Arc<pipe::Receiver>; 2]>,
     /// Cancelled when the job leaves the table: stops its runner.
     pub(super) removed: CancellationToken,
     /// The shell session it belongs to (SPEC §17). Set at launch.
@@ -144,6 +152,8 @@ impl Job {
             stderr: Window::new(window),
             capture,
             stdin: StdinSlot::default(),
+            input: None,
+            output_pipes: None,
             removed: CancellationToken::new(),
             shell_session,
             waits_for_shell_session: false,
@@ -179,6 +189,7 @@ impl Job {
             phase: self.phase(),
             label: self.label.clone(),
             waits_for_shell_session: self.waits_for_shell_session,
+            awaiting_input: false,
             tty: self.tty.is_tty(),
         }
     }
@@ -224,6 +235,9 @@ pub struct Listed {
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
     pub waits_for_shell_session: bool,
+    /// Blocked reading its stdin or terminal, when someone looked
+    /// ([`super::Jobs::list`], a `wait` until input; SPEC §20.1).
+    pub awaiting_input: bool,
     /// A terminal job (SPEC §20).
     pub tty: bool,
 }
@@ -491,6 +505,13 @@ impl JobTable {
                         outcome: ExitOutcome::Running,
                     };
                     job.last_output = Instant::now();
+                    job.input = match &terminal {
+                        Some(t) => Input::terminal_at(&t.device().path),
+                        None => match &stdin {
+                            Some(StdinWriter::Pipe(tx)) => Input::pipe(tx),
+                            _ => None,
+                        },
+                    };
                     if let Some(t) = terminal {
                         job.tty = Tty::Open(t);
                     }
@@ -504,6 +525,14 @@ impl JobTable {
         };
         self.changed.notify_waiters();
         found
+    }
+
+    /// Keeps a started pipe job's output read ends with it (see
+    /// [`Job::output_pipes`]).
+    pub(super) fn set_output_pipes(&self, id: JobId, pipes: [Arc<pipe::Receiver>; 2]) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.output_pipes = Some(pipes);
+        }
     }
 
     /// Records that an admitted job could not start: it is terminal and its
