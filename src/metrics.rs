@@ -42,6 +42,7 @@ struct Metrics {
     jobs_queued: Gauge,
     jobs_capacity: Gauge,
     http_sessions: Gauge,
+    tasks: Family<Labels, Gauge>,
     breaker_open: Gauge,
     resident: Gauge,
     open_fds: Gauge,
@@ -78,6 +79,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         jobs_queued: Gauge::default(),
         jobs_capacity: Gauge::default(),
         http_sessions: Gauge::default(),
+        tasks: Family::default(),
         breaker_open: Gauge::default(),
         resident: Gauge::default(),
         open_fds: Gauge::default(),
@@ -123,6 +125,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "http_sessions",
             "Open Streamable HTTP sessions",
             m.http_sessions.clone(),
+        );
+        mcp.register(
+            "tasks",
+            "Live MCP Tasks, by status (working, completed, failed, cancelled)",
+            m.tasks.clone(),
         );
         mcp.register(
             "breaker_open",
@@ -230,6 +237,17 @@ pub fn request(transport: &'static str, method: &'static str, outcome: &'static 
             ("outcome", outcome),
         ])
         .inc();
+}
+
+/// A live MCP Task moved from status `from` (`None`: it was created) to
+/// `to` (`None`: it was removed) (SPEC §19).
+pub fn task_moved(from: Option<&'static str>, to: Option<&'static str>) {
+    if let Some(from) = from {
+        METRICS.tasks.get_or_create(&vec![("status", from)]).dec();
+    }
+    if let Some(to) = to {
+        METRICS.tasks.get_or_create(&vec![("status", to)]).inc();
+    }
 }
 
 /// State owned elsewhere, read by the scraper.

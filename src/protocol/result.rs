@@ -133,6 +133,9 @@ pub enum CallResult {
     },
     /// The tool failed with this message (`isError:true`).
     Error(String),
+    /// A result that is not a tool's: a task-augmented call's
+    /// `CreateTaskResult` (SPEC §19), written as is.
+    Raw(serde_json::Value),
 }
 
 impl CallResult {
@@ -157,6 +160,7 @@ impl CallResult {
                 .size_hint
                 .saturating_mul(if *structured { 2 } else { 1 }),
             CallResult::Error(message) => message.len() + 64,
+            CallResult::Raw(_) => 512,
         }
     }
 }
@@ -239,6 +243,9 @@ struct TextBlock<'a> {
 
 impl Serialize for CallResult {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let CallResult::Raw(v) = self {
+            return v.serialize(s);
+        }
         let mut m = s.serialize_map(None)?;
         match self {
             CallResult::Success {
@@ -265,6 +272,8 @@ impl Serialize for CallResult {
                 m.serialize_entry("content", &[block])?;
                 m.serialize_entry("isError", &true)?;
             }
+            // Written before the map is opened.
+            CallResult::Raw(_) => {}
         }
         m.end()
     }

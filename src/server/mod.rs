@@ -33,6 +33,7 @@
 pub mod outbox;
 pub mod progress;
 pub mod session;
+pub mod tasks;
 pub mod transport;
 
 use std::sync::Arc;

@@ -224,6 +224,21 @@ impl McpSession {
             .unwrap_or(Revision::V2024_11_05)
     }
 
+    /// Who this session's requests are, for the tasks they create (SPEC
+    /// §19): the stdio process; over HTTP the listener's token, if it has
+    /// one.
+    pub fn requestor(&self) -> crate::tasks::Requestor {
+        use crate::tasks::Requestor;
+        let config = &self.app.config;
+        if self.transport == "stdio" {
+            Requestor::Stdio
+        } else if config.http_token.is_some() || config.http_token_file.is_some() {
+            Requestor::HttpToken
+        } else {
+            Requestor::HttpOpen
+        }
+    }
+
     /// Whether `initialize` was answered.
     pub fn is_initialized(&self) -> bool {
         self.revision.get().is_some()
@@ -392,6 +407,10 @@ impl McpSession {
             "ping" => "ping",
             "tools/list" => "tools/list",
             "tools/call" => "tools/call",
+            "tasks/get" => "tasks/get",
+            "tasks/result" => "tasks/result",
+            "tasks/list" => "tasks/list",
+            "tasks/cancel" => "tasks/cancel",
             _ => "other",
         };
         let line = match method.as_str() {
@@ -400,14 +419,31 @@ impl McpSession {
                 let negotiated = Revision::negotiate(requested);
                 // The first initialize fixes the session's revision.
                 let revision = *self.revision.get_or_init(|| negotiated);
+                let mut capabilities = json!({"tools": {}});
+                if revision.has_task_augmentation() {
+                    capabilities["tasks"] = super::tasks::capability(self.requestor());
+                }
                 protocol::success_line(
                     &id,
                     &json!({
                         "protocolVersion": revision.as_str(),
-                        "capabilities": {"tools": {}},
+                        "capabilities": capabilities,
                         "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
                     }),
                 )
+            }
+            "tasks/get" | "tasks/list" | "tasks/cancel" | "tasks/result"
+                if self.revision().has_task_augmentation()
+                    && (method != "tasks/list" || self.requestor().identified()) =>
+            {
+                let requestor = self.requestor();
+                let app = &self.app;
+                match method.as_str() {
+                    "tasks/get" => super::tasks::get(app, requestor, &id, &params),
+                    "tasks/list" => super::tasks::list(app, requestor, &id, &params),
+                    "tasks/cancel" => super::tasks::cancel(app, requestor, &id, &params),
+                    _ => return self.task_result(id, params, out),
+                }
             }
             "ping" => protocol::success_line(&id, &json!({})),
             "tools/list" => protocol::success_line_raw(&id, tools::list_json(self.revision())),
@@ -432,6 +468,41 @@ impl McpSession {
         };
         crate::metrics::request(self.transport, label, "ok");
         Reply::Now(line)
+    }
+
+    /// `tasks/result`, which blocks until its task is terminal: in a task
+    /// of its own, cancellable like a call.
+    fn task_result(self: &Arc<Self>, id: RequestId, params: Value, out: &Outbox) -> Reply {
+        let cancel = self.calls.child_token();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        let session = Arc::clone(self);
+        let out = out.clone();
+        Reply::Later(self.tasks.spawn(async move {
+            let requestor = session.requestor();
+            let answer = super::tasks::result(&session.app, requestor, &id, &params);
+            let line = tokio::select! {
+                line = answer => Some(line),
+                () = cancel.cancelled() => Some(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::REQUEST_CANCELLED,
+                    "request cancelled",
+                )),
+                () = out.closed() => None,
+            };
+            session
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            crate::metrics::request(session.transport, "tasks/result", "ok");
+            if let Some(line) = line {
+                out.send(line).await;
+            }
+            (Message::Line(String::new()), None)
+        }))
     }
 
     /// Resizes a job-starting call's ticket to its answer's `cost`: gives
@@ -472,6 +543,11 @@ impl McpSession {
             .filter(|t| !t.is_null())
             .cloned();
         let params = params.clone();
+        let requestor = self.requestor();
+        let reach = super::tasks::Reach {
+            out: out.clone(),
+            token: token.clone(),
+        };
         async move {
             let call = Call {
                 app: Arc::clone(&session.app),
@@ -507,7 +583,7 @@ impl McpSession {
                     () = call.cancel.cancelled() => return Err(CallError::Cancelled),
                 };
                 let work = FirstStep {
-                    call: Box::pin(tools::dispatch(&call, &params)),
+                    call: Box::pin(super::tasks::dispatch(&call, &params, requestor, reach)),
                     turn,
                 };
                 match token {

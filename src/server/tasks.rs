@@ -1,0 +1,484 @@
+//! MCP Tasks on the wire, 2025-11-25 format (SEP-1686; SPEC §19): the
+//! task-augmented `tools/call` of `execute`, `tasks/get`, `tasks/result`,
+//! `tasks/list`, `tasks/cancel` and `notifications/tasks/status`.
+//!
+//! The record is `crate::tasks`'; the job is `jobs`'. This module parses
+//! the requests, renders snapshots and runs one *driver* per task: it waits
+//! for the job (sending progress for the task's life when the call carried a
+//! `progressToken`), records the final status, runs the verified group kill
+//! when the task is cancelled, and at the end of the TTL removes the task
+//! and its job. Only sessions of 2025-11-25 see any of it (SPEC §19).
+//!
+//! Status mapping (2025-11-25: "an `isError:true` result makes the task
+//! `failed`"): an `execute` result — whatever the exit code, a deadline, a
+//! signal, a start failure — is `completed`; an `isError` result (bad
+//! arguments, a refused `cwd`, a full queue) is `failed`; `tasks/cancel`
+//! makes it `cancelled` before the answer, for good.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::outbox::{Message, Outbox};
+use super::progress;
+use crate::jobs::{JobId, Owner, Plan, Signalled};
+use crate::protocol::result::CallResult;
+use crate::protocol::{self, ErrorCode, RequestId};
+use crate::tasks::{self, Final, Format, NewTask, Requestor, Snapshot, Status};
+use crate::tools::execute::{self, Begun};
+use crate::tools::{self, App, Call, CallError, Fail, ProgressText, ToolError};
+
+/// The `_meta` key of a task's result.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// The `_meta` key of the hint a host may give the model at once.
+const IMMEDIATE_RESPONSE: &str = "io.modelcontextprotocol/model-immediate-response";
+
+/// Tasks per `tasks/list` page.
+const PAGE: usize = 100;
+
+/// The `tasks` capability of an `initialize` result (`list` only where
+/// requestors can be told apart).
+pub fn capability(requestor: Requestor) -> Value {
+    let mut c = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
+    if requestor.identified()
+        && let Some(m) = c.as_object_mut()
+    {
+        let mut with_list = serde_json::Map::new();
+        with_list.insert("list".into(), json!({}));
+        with_list.extend(std::mem::take(m));
+        *m = with_list;
+    }
+    c
+}
+
+/// An ISO 8601 time with milliseconds.
+fn stamp(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// `Task` as 2025-11-25 writes it.
+pub fn task_json(s: &Snapshot) -> Value {
+    let mut v = json!({
+        "taskId": s.tag.to_string(),
+        "status": s.status.as_str(),
+    });
+    if let Some(m) = &s.message {
+        v["statusMessage"] = json!(m);
+    }
+    v["createdAt"] = json!(stamp(s.created));
+    v["lastUpdatedAt"] = json!(stamp(s.updated));
+    v["ttl"] = json!(u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX));
+    v["pollInterval"] = json!(tasks::POLL_INTERVAL.as_millis() as u64);
+    v
+}
+
+/// Where a task's notifications go: the creating request's outbox, and its
+/// progress token.
+#[derive(Clone)]
+pub struct Reach {
+    /// The session's outbox at the time of the call.
+    pub out: Outbox,
+    /// The call's `progressToken`, if any.
+    pub token: Option<Value>,
+}
+
+/// Runs a `tools/call`: as a task when the session's revision has task
+/// augmentation and the params carry `task`, else as a plain call.
+pub async fn dispatch(
+    call: &Call,
+    params: &Value,
+    requestor: Requestor,
+    reach: Reach,
+) -> Result<CallResult, CallError> {
+    let task = params.get("task").filter(|t| t.is_object());
+    match task {
+        Some(task) if call.revision.has_task_augmentation() => {
+            create(call, params, task, requestor, reach).await
+        }
+        _ => tools::dispatch(call, params).await,
+    }
+}
+
+/// A task-augmented `tools/call`: answers a `CreateTaskResult` once the job
+/// is launched (a `tasks/get` for it resolves by then).
+async fn create(
+    call: &Call,
+    params: &Value,
+    task: &Value,
+    requestor: Requestor,
+    reach: Reach,
+) -> Result<CallResult, CallError> {
+    let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+    if name != execute::TOOL.name {
+        if tools::visible(call.revision).any(|t| t.name == name) {
+            return Err(CallError::Protocol(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "tool {name} does not support task-augmented calls (its execution.taskSupport is forbidden; only execute's is optional)"
+                ),
+            ));
+        }
+        // Unknown tool, bad params: as a plain call answers them.
+        return tools::dispatch(call, params).await;
+    }
+    let ttl = task
+        .get("ttl")
+        .and_then(Value::as_f64)
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+        .map(|ms| Duration::from_secs_f64(ms.min(1e12) / 1000.0));
+    let app = &call.app;
+    let protocol_error =
+        |e: tasks::CreateError| CallError::Protocol(ErrorCode::INTERNAL_ERROR, e.to_string());
+    let tag = tasks::new_tag().map_err(protocol_error)?;
+    let created = app
+        .tasks
+        .create(NewTask {
+            tag,
+            requestor,
+            format: Format::Augmented,
+            revision: call.revision,
+            ttl,
+            message: None,
+        })
+        .map_err(protocol_error)?;
+    let empty = tools::Args::new();
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Ok(&empty),
+        Some(Value::Object(m)) => Ok(m),
+        Some(_) => Err(ToolError::invalid("\"arguments\" must be an object")),
+    };
+    let begun =
+        match args.and_then(|a| execute::parse(a, &app.config, &app.job_policy, call.revision)) {
+            Ok(mut req) => {
+                req.launch.owner = Owner::Task(tag);
+                execute::begin(call, req.launch).await
+            }
+            Err(e) => Err(Fail::Tool(e)),
+        };
+    let structured = call.revision.has_structured_content();
+    let first = created.snapshot.clone();
+    let hint;
+    match begun {
+        Ok(Begun::Running(id) | Begun::StdinFailed(id, _)) => {
+            let message = format!("{id} running");
+            app.tasks.set_job(tag, Some(id), Some(message));
+            hint = format!(
+                "Started {id} as task {tag}. Its result comes with the task; meanwhile status and output with job_id \"{id}\" show it, and kill ends it."
+            );
+            let driver = drive(Arc::clone(app), tag, id, created, requestor, reach);
+            tokio::spawn(driver);
+        }
+        Ok(Begun::Answered(payload)) => {
+            let result = CallResult::Success {
+                payload,
+                structured,
+            };
+            hint = "The command ended at once; its result comes with the task.".into();
+            end_at_once(app, tag, Status::Completed, &result, created, reach);
+        }
+        Err(Fail::Tool(e)) => {
+            let text = e.to_string();
+            hint = text.clone();
+            let result = CallResult::Error(text);
+            end_at_once(app, tag, Status::Failed, &result, created, reach);
+        }
+        Err(Fail::Cancelled) => {
+            hint = "The call was cancelled before its job started.".into();
+            let kept = Final::Error {
+                code: ErrorCode::REQUEST_CANCELLED.0,
+                message: "request cancelled".into(),
+            };
+            app.tasks
+                .finish(tag, Status::Cancelled, Some("cancelled".into()), Some(kept));
+            tokio::spawn(expire(Arc::clone(app), tag, created.expires));
+        }
+    }
+    let snapshot = app.tasks.get(tag, requestor).unwrap_or(first);
+    Ok(CallResult::Raw(json!({
+        "task": task_json(&snapshot),
+        "_meta": {IMMEDIATE_RESPONSE: hint},
+    })))
+}
+
+/// A task whose call was answered without a job: it keeps the answer.
+fn end_at_once(
+    app: &Arc<App>,
+    tag: crate::jobs::TaskTag,
+    status: Status,
+    result: &CallResult,
+    created: tasks::Created,
+    reach: Reach,
+) {
+    let value = serde_json::to_value(result).unwrap_or(Value::Null);
+    let message = match result {
+        CallResult::Error(text) => text.clone(),
+        _ => "ended at once".into(),
+    };
+    if let Some(s) = app
+        .tasks
+        .finish(tag, status, Some(message), Some(Final::Result(value)))
+    {
+        let out = reach.out;
+        tokio::spawn(async move { notify(&out, &s).await });
+    }
+    tokio::spawn(expire(Arc::clone(app), tag, created.expires));
+}
+
+/// Sends `notifications/tasks/status` with the full task.
+async fn notify(out: &Outbox, s: &Snapshot) {
+    let line = protocol::notification_line("notifications/tasks/status", &task_json(s));
+    out.send(Message::Notification(line)).await;
+}
+
+/// Removes task `tag` at `expires` (it has no job).
+async fn expire(app: Arc<App>, tag: crate::jobs::TaskTag, expires: tokio::time::Instant) {
+    tokio::time::sleep_until(expires).await;
+    if let Some(job) = app.tasks.remove(tag) {
+        app.jobs.teardown(job).await;
+    }
+}
+
+/// How a task's wait for its job ended.
+enum Ended {
+    /// The job is terminal (`false`: it left the table first).
+    Settled(bool),
+    /// `tasks/cancel`.
+    Cancelled,
+    /// The TTL ran out first.
+    Expired,
+}
+
+/// The life of a task that owns job `id`: until terminal (with progress),
+/// then until its TTL; a cancel runs the verified kill and removes the job.
+async fn drive(
+    app: Arc<App>,
+    tag: crate::jobs::TaskTag,
+    id: JobId,
+    created: tasks::Created,
+    requestor: Requestor,
+    reach: Reach,
+) {
+    let tasks::Created { stop, expires, .. } = created;
+    let settled = app.jobs.settled(id);
+    let text = ProgressText::default();
+    text.set(format!("{id} still running"));
+    let every = app.config.progress_interval;
+    let waited = async {
+        match &reach.token {
+            Some(t) => progress::with_ticker(settled, &text, t.clone(), every, &reach.out).await,
+            None => settled.await,
+        }
+    };
+    let ended = tokio::select! {
+        biased;
+        () = stop.cancelled() => Ended::Cancelled,
+        () = tokio::time::sleep_until(expires) => Ended::Expired,
+        done = waited => Ended::Settled(done),
+    };
+    match ended {
+        Ended::Settled(true) => {
+            let now = app.tasks.get(tag, requestor);
+            let result = now
+                .as_ref()
+                .and_then(|s| execute::kept_result(&app, s.revision, id));
+            let format = now.map_or(Format::Augmented, |s| s.format);
+            let status = Status::of_result(format, matches!(result, Some(CallResult::Error(_))));
+            let message = app
+                .jobs
+                .status(id, crate::jobs::result::Fields::PartTwo)
+                .map(|s| summary(id, &s));
+            if let Some(s) = app.tasks.finish(tag, status, message, None) {
+                notify(&reach.out, &s).await;
+            }
+        }
+        Ended::Settled(false) => {
+            let kept = Final::Error {
+                code: ErrorCode::INTERNAL_ERROR.0,
+                message: format!("{id} left the job table before it ended (server shutdown)"),
+            };
+            let message = format!("{id} is gone");
+            if let Some(s) = app
+                .tasks
+                .finish(tag, Status::Failed, Some(message), Some(kept))
+            {
+                notify(&reach.out, &s).await;
+            }
+        }
+        Ended::Cancelled => {
+            let report = kill(&app, id).await;
+            app.jobs.teardown(id).await;
+            if let Some(s) = app.tasks.set_message(tag, report) {
+                notify(&reach.out, &s).await;
+            }
+        }
+        Ended::Expired => {}
+    }
+    tokio::time::sleep_until(expires).await;
+    if let Some(job) = app.tasks.remove(tag) {
+        app.jobs.teardown(job).await;
+    }
+}
+
+/// A terminal job's status line: `job-7 exited 0`.
+fn summary(id: JobId, s: &crate::jobs::result::Status) -> String {
+    let v = serde_json::to_value(s).unwrap_or(Value::Null);
+    let state = v.get("state").and_then(Value::as_str).unwrap_or("ended");
+    match v.get("exit_code").and_then(Value::as_i64) {
+        Some(code) => format!("{id} {state}: exit code {code}"),
+        None => format!("{id} {state}"),
+    }
+}
+
+/// `tasks/cancel`'s verified group kill (TERM, the grace, KILL): what
+/// happened, for `statusMessage`.
+async fn kill(app: &App, id: JobId) -> String {
+    let grace = app.config.shutdown_grace;
+    match app.jobs.signal(id, Plan::Assured, grace, |_| {}).await {
+        Ok(Signalled::CancelledBeforeStart(_)) => {
+            format!("cancelled: {id} was still queued and never ran")
+        }
+        Ok(Signalled::AlreadyTerminated(_)) => {
+            format!("cancelled: {id} had already ended")
+        }
+        Ok(Signalled::Died {
+            sent, escalated, ..
+        }) => {
+            let how = if escalated {
+                format!("{sent} after TERM's grace")
+            } else {
+                sent.to_string()
+            };
+            format!("cancelled: {id}'s process group is dead ({how}), verified")
+        }
+        Ok(Signalled::Survived {
+            sent,
+            pgid,
+            members,
+            ..
+        }) => {
+            let pids: Vec<String> = members.iter().map(|m| m.pid.to_string()).collect();
+            format!(
+                "cancelled: {id}'s process group {pgid} outlived {sent}: still alive: {}",
+                pids.join(", ")
+            )
+        }
+        Err(e) => format!("cancelled: {id}: {e}"),
+    }
+}
+
+/// The `taskId` param, parsed; the error line for a bad one.
+fn task_param(id: &RequestId, params: &Value) -> Result<crate::jobs::TaskTag, String> {
+    let raw = params.get("taskId").and_then(Value::as_str);
+    raw.and_then(tasks::parse_tag).ok_or_else(|| {
+        let shown = raw.map_or_else(|| "(none)".into(), |r| format!("{r:?}"));
+        protocol::error_line(
+            Some(id),
+            ErrorCode::INVALID_PARAMS,
+            &format!("task not found: {shown}"),
+        )
+    })
+}
+
+fn not_found(id: &RequestId, tag: crate::jobs::TaskTag) -> String {
+    protocol::error_line(
+        Some(id),
+        ErrorCode::INVALID_PARAMS,
+        &format!("task not found: {tag} (unknown, expired, or another requestor's)"),
+    )
+}
+
+/// `tasks/get`: the task's snapshot.
+pub fn get(app: &App, requestor: Requestor, id: &RequestId, params: &Value) -> String {
+    let tag = match task_param(id, params) {
+        Ok(t) => t,
+        Err(line) => return line,
+    };
+    match app.tasks.get(tag, requestor) {
+        Some(s) => protocol::success_line(id, &task_json(&s)),
+        None => not_found(id, tag),
+    }
+}
+
+/// `tasks/list`: the requestor's tasks, oldest first, [`PAGE`] a page.
+pub fn list(app: &App, requestor: Requestor, id: &RequestId, params: &Value) -> String {
+    let all = app.tasks.list(requestor);
+    let start = match params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(c) => match c.as_str().and_then(|c| c.parse::<usize>().ok()) {
+            Some(n) if n <= all.len() => n,
+            _ => {
+                return protocol::error_line(
+                    Some(id),
+                    ErrorCode::INVALID_PARAMS,
+                    &format!("invalid cursor: {c}"),
+                );
+            }
+        },
+    };
+    let page: Vec<Value> = all.iter().skip(start).take(PAGE).map(task_json).collect();
+    let mut result = json!({ "tasks": page });
+    if start + PAGE < all.len() {
+        result["nextCursor"] = json!((start + PAGE).to_string());
+    }
+    protocol::success_line(id, &result)
+}
+
+/// `tasks/cancel`: `cancelled` before this answer; the task's driver then
+/// ends the job (TERM, grace, KILL, verified) and reports in
+/// `statusMessage`.
+pub fn cancel(app: &App, requestor: Requestor, id: &RequestId, params: &Value) -> String {
+    let tag = match task_param(id, params) {
+        Ok(t) => t,
+        Err(line) => return line,
+    };
+    match app.tasks.cancel(tag, requestor) {
+        Ok(s) => protocol::success_line(id, &task_json(&s)),
+        Err(tasks::CancelError::Unknown(_)) => not_found(id, tag),
+        Err(e) => protocol::error_line(Some(id), ErrorCode::INVALID_PARAMS, &e.to_string()),
+    }
+}
+
+/// `tasks/result`: blocks until the task is terminal, then answers what
+/// the `execute` call would have answered, with the related-task `_meta`;
+/// the same on every call until the TTL.
+pub async fn result(app: &App, requestor: Requestor, id: &RequestId, params: &Value) -> String {
+    let tag = match task_param(id, params) {
+        Ok(t) => t,
+        Err(line) => return line,
+    };
+    let Some(s) = app.tasks.terminal(tag, requestor).await else {
+        return not_found(id, tag);
+    };
+    let answer = match (s.status, app.tasks.kept(tag), s.job) {
+        (_, Some(kept), _) => kept,
+        (Status::Cancelled, None, _) => Final::Error {
+            code: ErrorCode::REQUEST_CANCELLED.0,
+            message: format!("task {tag} was cancelled"),
+        },
+        (_, None, Some(job)) => match execute::kept_result(app, s.revision, job) {
+            Some(r) => Final::Result(serde_json::to_value(&r).unwrap_or(Value::Null)),
+            None => Final::Error {
+                code: ErrorCode::INTERNAL_ERROR.0,
+                message: format!("{job}'s result is gone"),
+            },
+        },
+        (_, None, None) => Final::Error {
+            code: ErrorCode::INTERNAL_ERROR.0,
+            message: "the task has no result".into(),
+        },
+    };
+    match answer {
+        Final::Result(mut v) => {
+            if let Some(m) = v.as_object_mut() {
+                m.insert(
+                    "_meta".into(),
+                    json!({RELATED_TASK: {"taskId": tag.to_string()}}),
+                );
+            }
+            protocol::success_line(id, &v)
+        }
+        Final::Error { code, message } => protocol::error_line(Some(id), ErrorCode(code), &message),
+    }
+}
