@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::protocol::era::{ResultType, Stamped};
 use crate::protocol::result::CallResult;
 use crate::protocol::{self, RequestId};
 
@@ -38,6 +39,10 @@ pub enum Message {
         id: RequestId,
         /// Its result.
         result: CallResult,
+        /// Its `resultType` when it answers a modern (2026-07-28) request,
+        /// which adds `resultType` and the server's `_meta`; `None` for a
+        /// legacy one.
+        result_type: Option<ResultType>,
     },
 }
 
@@ -54,7 +59,18 @@ impl Message {
     pub fn write_to<W: std::io::Write>(&self, mut w: W) -> std::io::Result<()> {
         match self {
             Message::Line(line) | Message::Notification(line) => w.write_all(line.as_bytes()),
-            Message::Response { id, result } => protocol::write_success(w, id, result),
+            Message::Response {
+                id,
+                result,
+                result_type,
+            } => protocol::write_success(
+                w,
+                id,
+                &Stamped {
+                    result,
+                    result_type: *result_type,
+                },
+            ),
         }
     }
 
@@ -72,9 +88,19 @@ impl Message {
     pub fn into_line(self) -> String {
         match self {
             Message::Line(line) | Message::Notification(line) => line,
-            Message::Response { id, result } => {
+            Message::Response {
+                id,
+                result,
+                result_type,
+            } => {
                 result.sent();
-                protocol::success_line(&id, &result)
+                protocol::success_line(
+                    &id,
+                    &Stamped {
+                        result: &result,
+                        result_type,
+                    },
+                )
             }
         }
     }
@@ -212,6 +238,7 @@ mod tests {
                 payload,
                 structured: false,
             },
+            result_type: None,
         }
     }
 

@@ -42,8 +42,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::discover;
 use super::outbox::{self, Message, Outbox};
 use super::progress;
+use crate::protocol::era::{self, Client, Era};
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
 use crate::protocol::{self, ErrorCode, Incoming, RequestId};
@@ -58,6 +60,8 @@ const ANSWER_BACKSTOP: Duration = Duration::from_millis(500);
 pub struct McpSession {
     app: Arc<App>,
     revision: OnceLock<Revision>,
+    /// What the first `initialize` declared (legacy requests' [`Client`]).
+    client: OnceLock<Arc<Client>>,
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// Cancelled when the session ends explicitly; a child of the server's
     /// shutdown token.
@@ -149,6 +153,25 @@ enum Parsed {
     Json(Value),
 }
 
+/// A single message's parts, as a transport may need to see them before
+/// the session handles it (HTTP: to check its routing headers).
+#[derive(Clone, Copy, Debug)]
+pub struct Single<'a> {
+    /// Its `id` (absent in a notification).
+    pub id: Option<&'a Value>,
+    /// Its `method`, if a string.
+    pub method: Option<&'a str>,
+    /// Its `params` (`null` when absent).
+    pub params: &'a Value,
+}
+
+/// Whether a modern (2026-07-28) request may name `method`: the methods
+/// [`McpSession`] answers in that revision. Anything else is `-32601`, which
+/// the HTTP binding answers `404`.
+pub fn modern_method(method: &str) -> bool {
+    matches!(method, "server/discover" | "tools/list" | "tools/call")
+}
+
 impl Inbound {
     /// Parses one framed line.
     pub fn parse(line: Line) -> Inbound {
@@ -174,6 +197,25 @@ impl Inbound {
             Parsed::Json(Value::Object(m)) if m.contains_key("id") => Some(m),
             _ => None,
         }
+    }
+
+    /// The message as a single object: `None` for a batch or what did not
+    /// parse.
+    pub fn single(&self) -> Option<Single<'_>> {
+        let Parsed::Json(Value::Object(m)) = &self.0 else {
+            return None;
+        };
+        Some(Single {
+            id: m.get("id"),
+            method: m.get("method").and_then(Value::as_str),
+            params: m.get("params").unwrap_or(&Value::Null),
+        })
+    }
+
+    /// Whether it asks to be served statelessly (a per-request
+    /// `_meta["io.modelcontextprotocol/protocolVersion"]`, 2026-07-28).
+    pub fn is_per_request(&self) -> bool {
+        self.single().is_some_and(|m| era::is_per_request(m.params))
     }
 
     /// Whether it is an `initialize` request: one that opens a session.
@@ -206,6 +248,7 @@ impl McpSession {
         Arc::new(McpSession {
             app,
             revision: OnceLock::new(),
+            client: OnceLock::new(),
             in_flight: Mutex::default(),
             calls: shutdown.child_token(),
             shutdown: shutdown.clone(),
@@ -349,7 +392,11 @@ impl McpSession {
     fn on_batch_member(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
         match msg {
             Incoming::Request { id, method, params } if method == "tools/call" => {
-                let call = self.start_call(id, &params, out);
+                let era = match self.era_of(&id, &params) {
+                    Ok(era) => era,
+                    Err(line) => return Some(Reply::Now(line)),
+                };
+                let call = self.start_call(id, &params, era, out);
                 Some(Reply::Later(self.tasks.spawn(call)))
             }
             other => self.on_message(other, out),
@@ -395,6 +442,18 @@ impl McpSession {
         }
     }
 
+    /// How a request with `params` is served (see [`Era::of`]); `Err` is
+    /// its error line (`-32022`, `-32602`).
+    fn era_of(&self, id: &RequestId, params: &Value) -> Result<Era, String> {
+        Era::of(params, self.revision.get().copied(), || {
+            self.client.get().cloned().unwrap_or_default()
+        })
+        .map_err(|e| match e.data() {
+            Some(data) => protocol::error_line_with_data(Some(id), e.code(), &e.message(), &data),
+            None => protocol::error_line(Some(id), e.code(), &e.message()),
+        })
+    }
+
     fn on_request(
         self: &Arc<Self>,
         id: RequestId,
@@ -405,6 +464,7 @@ impl McpSession {
         let label = match method.as_str() {
             "initialize" => "initialize",
             "ping" => "ping",
+            "server/discover" => "server/discover",
             "tools/list" => "tools/list",
             "tools/call" => "tools/call",
             "tasks/get" => "tasks/get",
@@ -413,12 +473,32 @@ impl McpSession {
             "tasks/cancel" => "tasks/cancel",
             _ => "other",
         };
+        let era = match self.era_of(&id, &params) {
+            Ok(era) => era,
+            Err(line) => {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(line);
+            }
+        };
+        let revision = era.revision;
+        let known = !revision.is_modern() || modern_method(&method);
         let line = match method.as_str() {
-            "initialize" => {
+            _ if !known => {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::METHOD_NOT_FOUND,
+                    &format!("method not found: {method}"),
+                ));
+            }
+            // 2026-07-28 has no handshake: `initialize` is a legacy method.
+            "initialize" if !era.per_request => {
                 let requested = params.get("protocolVersion").and_then(Value::as_str);
                 let negotiated = Revision::negotiate(requested);
                 // The first initialize fixes the session's revision.
                 let revision = *self.revision.get_or_init(|| negotiated);
+                self.client
+                    .get_or_init(|| Arc::new(Client::from_initialize(&params)));
                 let mut capabilities = json!({"tools": {}});
                 if revision.has_task_augmentation() {
                     capabilities["tasks"] = super::tasks::capability(self.requestor());
@@ -433,7 +513,7 @@ impl McpSession {
                 )
             }
             "tasks/get" | "tasks/list" | "tasks/cancel" | "tasks/result"
-                if self.revision().has_task_augmentation()
+                if revision.has_task_augmentation()
                     && (method != "tasks/list" || self.requestor().identified()) =>
             {
                 let requestor = self.requestor();
@@ -445,10 +525,13 @@ impl McpSession {
                     _ => return self.task_result(id, params, out),
                 }
             }
-            "ping" => protocol::success_line(&id, &json!({})),
-            "tools/list" => protocol::success_line_raw(&id, tools::list_json(self.revision())),
+            "ping" if revision.has_ping() => protocol::success_line(&id, &json!({})),
+            "server/discover" if revision.has_discover() => {
+                protocol::success_line_raw(&id, discover::result_json(revision))
+            }
+            "tools/list" => protocol::success_line_raw(&id, tools::list_json(revision)),
             "tools/call" => {
-                let call = self.start_call(id, &params, out);
+                let call = self.start_call(id, &params, era, out);
                 let out = out.clone();
                 return Reply::Later(self.tasks.spawn(async move {
                     let (message, ticket) = call.await;
@@ -528,6 +611,7 @@ impl McpSession {
         self: &Arc<Self>,
         id: RequestId,
         params: &Value,
+        era: Era,
         out: &Outbox,
     ) -> impl Future<Output = Answer> + Send + 'static {
         let cancel = self.calls.child_token();
@@ -554,8 +638,10 @@ impl McpSession {
                 cancel: cancel.clone(),
                 shutdown: session.shutdown.clone(),
                 progress: ProgressText::default(),
-                revision: session.revision(),
+                revision: era.revision,
+                client: era.client,
             };
+            let result_type = era.revision.is_modern();
             // A call starts its work only while its outbox has room, and a
             // call that may start a job only while the session's answers
             // leave room for one more (ANSWER_BUDGET): so the jobs and
@@ -595,19 +681,42 @@ impl McpSession {
                 }
             };
             let ended = session.calls.clone();
-            let outcome = tokio::select! {
-                biased;
-                // Backstop: a call that does not reach a blocking point soon
-                // after its session ended is answered anyway. (A call
-                // cancelled on its own, e.g. an `execute` tearing its job
-                // down, answers when it is done.)
-                () = async { ended.cancelled().await; tokio::time::sleep(ANSWER_BACKSTOP).await } => Some(Err(CallError::Cancelled)),
-                // Nobody can read the answer any more (an HTTP client went
-                // away): the call is detached, not cancelled (SPEC §10). It
-                // is dropped where it waits; tools claim a job's result only
-                // after their wait, so its job and result stay in the table.
-                () = out.closed() => None,
-                r = run => Some(r),
+            // Backstop: a call that does not reach a blocking point soon
+            // after its session ended is answered anyway. (A call cancelled
+            // on its own, e.g. an `execute` tearing its job down, answers
+            // when it is done.)
+            let backstop = || async {
+                ended.cancelled().await;
+                tokio::time::sleep(ANSWER_BACKSTOP).await;
+            };
+            // A block: the call's future (which borrows `ticket`) ends with it.
+            let outcome = {
+                let mut run = std::pin::pin!(run);
+                let mut outcome = tokio::select! {
+                    biased;
+                    () = backstop() => Some(Err(CallError::Cancelled)),
+                    // Nobody can read the answer any more (an HTTP client went
+                    // away): up to 2025-11-25 the call is detached, not
+                    // cancelled (SPEC §10). It is dropped where it waits; tools
+                    // claim a job's result only after their wait, so its job
+                    // and result stay in the table.
+                    () = out.closed() => None,
+                    r = &mut run => Some(r),
+                };
+                // In 2026-07-28 the closed stream IS the cancellation (SPEC
+                // §19): the call is cancelled as by `notifications/cancelled`
+                // and runs to its end (a blocking `execute` tears its job down).
+                if outcome.is_none() && call.revision.closed_stream_cancels() {
+                    tracing::debug!(request = %id, "response stream closed: request cancelled");
+                    call.cancel.cancel();
+                    tokio::select! {
+                        biased;
+                        () = backstop() => {}
+                        _ = &mut run => {}
+                    }
+                    outcome = Some(Err(CallError::Cancelled));
+                }
+                outcome
             };
             session
                 .in_flight
@@ -622,7 +731,11 @@ impl McpSession {
             };
             crate::metrics::request(session.transport, "tools/call", outcome_label);
             let message = match outcome {
-                Some(Ok(result)) => Message::Response { id, result },
+                Some(Ok(result)) => Message::Response {
+                    result_type: result_type.then(|| result.result_type()),
+                    id,
+                    result,
+                },
                 None => {
                     tracing::debug!(request = %id, "call detached: its client is gone");
                     Message::Line(protocol::error_line(

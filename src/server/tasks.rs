@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use super::outbox::{Message, Outbox};
 use super::progress;
 use crate::jobs::{JobId, Owner, Plan, Signalled};
+use crate::protocol::era::ResultType;
 use crate::protocol::result::CallResult;
 use crate::protocol::{self, ErrorCode, RequestId};
 use crate::tasks::{self, Final, Format, NewTask, Requestor, Snapshot, Status};
@@ -196,10 +197,13 @@ async fn create(
         }
     }
     let snapshot = app.tasks.get(tag, requestor).unwrap_or(first);
-    Ok(CallResult::Raw(json!({
-        "task": task_json(&snapshot),
-        "_meta": {IMMEDIATE_RESPONSE: hint},
-    })))
+    Ok(CallResult::Raw(
+        json!({
+            "task": task_json(&snapshot),
+            "_meta": {IMMEDIATE_RESPONSE: hint},
+        }),
+        ResultType::Complete,
+    ))
 }
 
 /// A task whose call was answered without a job: it keeps the answer.

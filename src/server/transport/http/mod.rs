@@ -11,7 +11,8 @@
 //! - [`read`] and [`reply`]: reading a bounded request body; building
 //!   responses (JSON, SSE, refusals).
 //! - [`body`]: the response body: whole, or a stream fed by a task.
-//! - [`mcp`]: `POST`/`DELETE /mcp`, the MCP endpoint.
+//! - [`mcp`]: `POST`/`DELETE /mcp`, the MCP endpoint, both eras.
+//! - [`routing`]: the 2026-07-28 routing headers checked against the body.
 //! - [`probes`]: `/livez`, `/healthz`, `/metrics`.
 //! - [`exec`]: `POST /exec`, a job streamed as server-sent events (SPEC
 //!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
@@ -25,6 +26,9 @@
 //! before it claims anything (see
 //! [`McpSession`](crate::server::session::McpSession)), so its job and
 //! result stay in the table. Only `notifications/cancelled` and `DELETE` cancel.
+//! A 2026-07-28 request is the exception its revision defines: the closed
+//! stream IS its cancellation (SPEC §19), so the call is cancelled, and a
+//! blocking `execute` tears its job down.
 //!
 //! # Bounds
 //! Bodies up to `MCP_EXEC_MAX_LINE_BYTES` (`413` past it, and the rest is
@@ -42,6 +46,7 @@ mod mcp;
 mod probes;
 mod read;
 mod reply;
+mod routing;
 pub mod settings;
 mod state;
 
@@ -131,6 +136,7 @@ impl Http {
         let sessions: Vec<Arc<HttpSession>> =
             lock(&self.state.sessions).values().cloned().collect();
         let _ = tokio::time::timeout(within, async {
+            self.state.stateless.settle(within).await;
             for entry in sessions {
                 entry.session.settle(within).await;
             }

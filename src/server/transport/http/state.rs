@@ -46,6 +46,9 @@ pub(super) struct HttpState {
     pub(super) settings: Option<HttpSettings>,
     pub(super) shutdown: CancellationToken,
     pub(super) sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// The MCP session that serves every 2026-07-28 request (stateless: it
+    /// holds only their calls in flight, never a revision or a client).
+    pub(super) stateless: Arc<McpSession>,
     pub(super) started: Instant,
     /// Requests in flight, whose responses are not fully handed to hyper.
     pub(super) active: watch::Sender<usize>,
@@ -59,6 +62,7 @@ impl HttpState {
         shutdown: &CancellationToken,
     ) -> Arc<HttpState> {
         Arc::new(HttpState {
+            stateless: McpSession::new(Arc::clone(&app), shutdown, "http"),
             app,
             settings,
             shutdown: shutdown.clone(),
