@@ -50,7 +50,7 @@ impl Drop for Both {
 }
 
 /// The port printed in `mcp-exec: listening for WHAT on 127.0.0.1:PORT`.
-fn bound_port(s: &Server, what: &str) -> u16 {
+pub(crate) fn bound_port(s: &Server, what: &str) -> u16 {
     let needle = format!("listening for {what} on ");
     let mut port = None;
     let found = wait_for(TIMEOUT, || {

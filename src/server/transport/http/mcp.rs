@@ -132,6 +132,9 @@ async fn stateless(
     let refuse = |code: StatusCode, error: ErrorCode, message: &str| {
         refusal(code, protocol::error_line(id.as_ref(), error, message))
     };
+    if let Err(why) = routing::check_version(headers, &single) {
+        return refuse(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, &why);
+    }
     match Era::of(single.params, None, Arc::default) {
         Err(e) => {
             let line = match e.data() {

@@ -48,6 +48,23 @@ pub(super) fn check(headers: &HeaderMap, message: &Single<'_>) -> Result<(), Str
     Ok(())
 }
 
+/// The one check that comes before the body's own `_meta` is judged: an
+/// `MCP-Protocol-Version` header naming another version than the body is a
+/// mismatch (`-32020`) even when the body's version is one we do not serve
+/// (which alone would be `-32022`). A header or body version that is absent
+/// is left to [`check`] and [`Era::of`](crate::protocol::era::Era::of).
+pub(super) fn check_version(headers: &HeaderMap, message: &Single<'_>) -> Result<(), String> {
+    let body = message
+        .params
+        .get("_meta")
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .and_then(Value::as_str);
+    match (header(headers, "mcp-protocol-version")?, body) {
+        (Some(h), Some(b)) if h != b => same("MCP-Protocol-Version", Some(h), Some(b)),
+        _ => Ok(()),
+    }
+}
+
 /// A header's value, if present; `Err` when it is not visible ASCII.
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
     match headers.get(name) {
@@ -160,6 +177,24 @@ mod tests {
             let e = check(&h, &single(&id, "tools/call", &p)).unwrap_err();
             assert!(e.starts_with("Header mismatch"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_header_version_other_than_the_body_one_is_a_mismatch_before_anything_else() {
+        let id = json!(1);
+        let p = json!({"_meta": {META_PROTOCOL_VERSION: "v999.0.0"}});
+        let h = headers(&[("mcp-protocol-version", "2026-07-28")]);
+        assert!(check_version(&h, &single(&id, "server/discover", &p)).is_err());
+        let same = headers(&[("mcp-protocol-version", "v999.0.0")]);
+        assert_eq!(
+            check_version(&same, &single(&id, "server/discover", &p)),
+            Ok(())
+        );
+        let none = json!({});
+        assert_eq!(
+            check_version(&h, &single(&id, "server/discover", &none)),
+            Ok(())
+        );
     }
 
     #[test]
