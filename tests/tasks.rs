@@ -360,7 +360,178 @@ fn progress_continues_for_the_tasks_life(t: Target) {
     );
 }
 
+// ---------------------------------------------------------------------------
+// The 2026-07-28 extension (SEP-2663).
+// ---------------------------------------------------------------------------
+
+/// A 2026-07-28 request's `_meta`, declaring the Tasks extension or not.
+fn modern_meta(tasks: bool) -> Value {
+    let extensions = if tasks {
+        json!({"io.modelcontextprotocol/tasks": {}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+    })
+}
+
+fn modern(s: &mut Server, method: &str, mut params: Value, tasks: bool) -> Value {
+    params["_meta"] = modern_meta(tasks);
+    s.request(method, params)
+}
+
+fn the_2026_server_lists_the_extension_and_a_yielding_execute_becomes_a_task(t: Target) {
+    let mut s = Server::start_with_env(t, &[]);
+    let d = modern(&mut s, "server/discover", json!({}), true);
+    assert_eq!(
+        d["result"]["capabilities"]["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}}),
+        "{d}"
+    );
+    // Ends before it would yield: its result, as always.
+    let quick = modern(
+        &mut s,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "echo quick"}}),
+        true,
+    );
+    assert_eq!(quick["result"]["resultType"], json!("complete"), "{quick}");
+    assert_eq!(
+        quick["result"]["structuredContent"]["stdout"]["data"],
+        json!("quick\n")
+    );
+    // Would yield: a task instead of `yielded: true`.
+    let r = modern(
+        &mut s,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "sleep 0.6; echo slow", "yield_after": 0.1}}),
+        true,
+    );
+    let task = &r["result"];
+    assert_eq!(task["resultType"], json!("task"), "{r}");
+    assert_eq!(task["status"], json!("working"));
+    assert!(
+        task["ttlMs"].is_u64() && task["pollIntervalMs"].is_u64(),
+        "{r}"
+    );
+    assert!(task.get("yielded").is_none());
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 32);
+    // A client that did not declare the extension gets the yield.
+    let plain = modern(
+        &mut s,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "sleep 0.5", "yield_after": 0.1}}),
+        false,
+    );
+    assert_eq!(
+        tool_json(&plain["result"])["yielded"],
+        json!(true),
+        "{plain}"
+    );
+    // tasks/get inlines the result once it is there, without related-task meta.
+    let mut done = Value::Null;
+    assert!(wait_for(TIMEOUT, || {
+        done = modern(&mut s, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+        done["status"] == "completed"
+    }));
+    assert_eq!(done["resultType"], json!("complete"));
+    assert_eq!(
+        done["result"]["structuredContent"]["stdout"]["data"],
+        json!("slow\n"),
+        "{done}"
+    );
+    assert!(done["result"].get("_meta").is_none(), "{done}");
+    // Absent in this era.
+    for method in ["tasks/result", "tasks/list"] {
+        let r = modern(&mut s, method, json!({"taskId": id}), true);
+        assert_eq!(r["error"]["code"], json!(-32601), "{method}: {r}");
+    }
+    let r = modern(
+        &mut s,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {}}),
+        true,
+    );
+    assert_eq!(r["result"]["resultType"], json!("complete"), "{r}");
+    let r = modern(&mut s, "tasks/get", json!({"taskId": "0".repeat(32)}), true);
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+}
+
+fn a_2026_cancel_is_acknowledged_and_the_group_is_verified_dead(t: Target) {
+    let mut s = Server::start_with_env(t, &[]);
+    let r = modern(
+        &mut s,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "sleep 60", "yield_after": 0.1}}),
+        true,
+    );
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let r = modern(&mut s, "tasks/cancel", json!({"taskId": id}), true);
+    assert_eq!(r["result"]["resultType"], json!("complete"), "{r}");
+    assert!(
+        r["result"].get("status").is_none(),
+        "an empty acknowledgement: {r}"
+    );
+    let mut now = Value::Null;
+    assert!(wait_for(TIMEOUT, || {
+        now = modern(&mut s, "tasks/get", json!({"taskId": id}), true)["result"].clone();
+        now["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("verified"))
+    }));
+    assert_eq!(now["status"], json!("cancelled"), "{now}");
+    let notes = s.notifications(Duration::from_millis(100));
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == "notifications/tasks/status"),
+        "the extension pushes only to subscriptions/listen: {notes:?}"
+    );
+}
+
+fn subscriptions_listen_streams_notifications_tasks_until_terminal(t: Target) {
+    let mut s = Server::start_with_env(t, &[]);
+    let r = modern(
+        &mut s,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "sleep 0.5", "yield_after": 0.1}}),
+        true,
+    );
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let mut params = json!({"notifications": {"taskIds": [id, "f".repeat(32)]}});
+    params["_meta"] = modern_meta(true);
+    let listen = s.send_request("subscriptions/listen", params);
+    let done = s.response(&listen, TIMEOUT);
+    assert_eq!(done["result"]["resultType"], json!("complete"), "{done}");
+    let notes = s.notifications(Duration::from_millis(50));
+    let ack = notes
+        .iter()
+        .find(|n| n["method"] == "notifications/subscriptions/acknowledged")
+        .expect("acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "only its own tasks"
+    );
+    let last = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/tasks")
+        .last()
+        .expect("notifications/tasks");
+    assert_eq!(last["params"]["status"], json!("completed"), "{last}");
+    assert!(
+        last["params"]["result"]["structuredContent"].is_object(),
+        "{last}"
+    );
+}
+
 crate::parity!(
+    the_2026_server_lists_the_extension_and_a_yielding_execute_becomes_a_task,
+    a_2026_cancel_is_acknowledged_and_the_group_is_verified_dead,
+    subscriptions_listen_streams_notifications_tasks_until_terminal,
     a_2025_11_25_session_declares_tasks_and_only_execute_may_run_as_one,
     older_revisions_see_no_tasks_and_run_a_task_param_as_a_plain_call,
     a_task_is_answered_at_once_and_its_result_is_identical_on_every_call,

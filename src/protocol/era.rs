@@ -223,6 +223,8 @@ pub fn is_per_request(params: &Value) -> bool {
 pub fn routing_name(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
+        // The Tasks extension (SEP-2663).
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         "resources/read" => Some("uri"),
         _ => None,
     }

@@ -169,7 +169,18 @@ pub struct Single<'a> {
 /// [`McpSession`] answers in that revision. Anything else is `-32601`, which
 /// the HTTP binding answers `404`.
 pub fn modern_method(method: &str) -> bool {
-    matches!(method, "server/discover" | "tools/list" | "tools/call")
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "tools/call"
+            // The Tasks extension (SEP-2663); `tasks/result` and
+            // `tasks/list` do not exist in this era.
+            | "tasks/get"
+            | "tasks/update"
+            | "tasks/cancel"
+            | "subscriptions/listen"
+    )
 }
 
 impl Inbound {
@@ -471,6 +482,8 @@ impl McpSession {
             "tasks/result" => "tasks/result",
             "tasks/list" => "tasks/list",
             "tasks/cancel" => "tasks/cancel",
+            "tasks/update" => "tasks/update",
+            "subscriptions/listen" => "subscriptions/listen",
             _ => "other",
         };
         let era = match self.era_of(&id, &params) {
@@ -522,8 +535,14 @@ impl McpSession {
                     "tasks/get" => super::tasks::get(app, requestor, &id, &params),
                     "tasks/list" => super::tasks::list(app, requestor, &id, &params),
                     "tasks/cancel" => super::tasks::cancel(app, requestor, &id, &params),
-                    _ => return self.task_result(id, params, out),
+                    _ => return self.task_result(id, params, None, out),
                 }
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" if revision.is_modern() => {
+                super::tasks::modern(&self.app, revision, self.requestor(), &method, &id, &params)
+            }
+            "subscriptions/listen" if revision.is_modern() => {
+                return self.task_result(id, params, Some(revision), out);
             }
             "ping" if revision.has_ping() => protocol::success_line(&id, &json!({})),
             "server/discover" if revision.has_discover() => {
@@ -553,9 +572,17 @@ impl McpSession {
         Reply::Now(line)
     }
 
-    /// `tasks/result`, which blocks until its task is terminal: in a task
-    /// of its own, cancellable like a call.
-    fn task_result(self: &Arc<Self>, id: RequestId, params: Value, out: &Outbox) -> Reply {
+    /// `tasks/result` (2025-11-25), which blocks until its task is
+    /// terminal, or with `listen` (the request's modern revision)
+    /// `subscriptions/listen`, which streams `notifications/tasks`: in a
+    /// task of its own, cancellable like a call.
+    fn task_result(
+        self: &Arc<Self>,
+        id: RequestId,
+        params: Value,
+        listen: Option<Revision>,
+        out: &Outbox,
+    ) -> Reply {
         let cancel = self.calls.child_token();
         self.in_flight
             .lock()
@@ -565,7 +592,15 @@ impl McpSession {
         let out = out.clone();
         Reply::Later(self.tasks.spawn(async move {
             let requestor = session.requestor();
-            let answer = super::tasks::result(&session.app, requestor, &id, &params);
+            let app = &session.app;
+            let answer = async {
+                match listen {
+                    Some(rev) => {
+                        super::tasks::listen(app, rev, requestor, &id, &params, &out).await
+                    }
+                    None => super::tasks::result(app, requestor, &id, &params).await,
+                }
+            };
             let line = tokio::select! {
                 line = answer => Some(line),
                 () = cancel.cancelled() => Some(protocol::error_line(
@@ -580,7 +615,12 @@ impl McpSession {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
-            crate::metrics::request(session.transport, "tasks/result", "ok");
+            let label = if listen.is_some() {
+                "subscriptions/listen"
+            } else {
+                "tasks/result"
+            };
+            crate::metrics::request(session.transport, label, "ok");
             if let Some(line) = line {
                 out.send(line).await;
             }

@@ -9,6 +9,21 @@
 //! when the task is cancelled, and at the end of the TTL removes the task
 //! and its job. Only sessions of 2025-11-25 see any of it (SPEC §19).
 //!
+//! # The 2026 extension (`io.modelcontextprotocol/tasks`, SEP-2663)
+//! Server-directed: a blocking `execute` from a 2026-07-28 request whose
+//! client declared the extension launches its job owned by a task from the
+//! start; if the job ends before the call would yield (SPEC §12.2) the call
+//! answers its result as always (and the job leaves); if not, the task
+//! record is made and the call answers the flat task with
+//! `resultType: "task"` instead of `yielded: true`. Then `tasks/get`
+//! (the `DetailedTask`, its result inlined), `tasks/update` (there are
+//! never input requests), a cooperative `tasks/cancel` (an empty
+//! acknowledgement; the same verified kill), `subscriptions/listen` for
+//! `notifications/tasks`. `tasks/result` and `tasks/list` do not exist in
+//! that era; progress is not sent for such a task. Its status mapping: a
+//! result, `isError` or not, is `completed`; only a JSON-RPC error is
+//! `failed`.
+//!
 //! Status mapping (2025-11-25: "an `isError:true` result makes the task
 //! `failed`"): an `execute` result — whatever the exit code, a deadline, a
 //! signal, a start failure — is `completed`; an `isError` result (bad
@@ -29,6 +44,9 @@ use crate::protocol::{self, ErrorCode, RequestId};
 use crate::tasks::{self, Final, Format, NewTask, Requestor, Snapshot, Status};
 use crate::tools::execute::{self, Begun};
 use crate::tools::{self, App, Call, CallError, Fail, ProgressText, ToolError};
+
+/// The Tasks extension's id (2026-07-28 `capabilities.extensions`).
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The `_meta` key of a task's result.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -94,9 +112,13 @@ pub async fn dispatch(
     reach: Reach,
 ) -> Result<CallResult, CallError> {
     let task = params.get("task").filter(|t| t.is_object());
+    let execute = params.get("name").and_then(Value::as_str) == Some(execute::TOOL.name);
     match task {
         Some(task) if call.revision.has_task_augmentation() => {
             create(call, params, task, requestor, reach).await
+        }
+        _ if execute && call.revision.is_modern() && call.client.has_extension(EXTENSION) => {
+            server_directed(call, params, requestor, reach).await
         }
         _ => tools::dispatch(call, params).await,
     }
@@ -230,8 +252,12 @@ fn end_at_once(
     tokio::spawn(expire(Arc::clone(app), tag, created.expires));
 }
 
-/// Sends `notifications/tasks/status` with the full task.
+/// Sends `notifications/tasks/status` with the full task (2025-11-25 tasks
+/// only).
 async fn notify(out: &Outbox, s: &Snapshot) {
+    if s.format != Format::Augmented {
+        return;
+    }
     let line = protocol::notification_line("notifications/tasks/status", &task_json(s));
     out.send(Message::Notification(line)).await;
 }
@@ -484,5 +510,260 @@ pub async fn result(app: &App, requestor: Requestor, id: &RequestId, params: &Va
             protocol::success_line(id, &v)
         }
         Final::Error { code, message } => protocol::error_line(Some(id), ErrorCode(code), &message),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The 2026 extension (SEP-2663).
+// ---------------------------------------------------------------------------
+
+/// A 2026-07-28 `execute` whose client declared the extension: as a
+/// blocking `execute`, except that where it would yield it answers a task.
+async fn server_directed(
+    call: &Call,
+    params: &Value,
+    requestor: Requestor,
+    reach: Reach,
+) -> Result<CallResult, CallError> {
+    let app = &call.app;
+    let empty = tools::Args::new();
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(m)) => m,
+        // As a plain call answers it.
+        Some(_) => return tools::dispatch(call, params).await,
+    };
+    let structured = call.revision.has_structured_content();
+    let as_result = |outcome: Result<crate::protocol::result::Payload, Fail>| match outcome {
+        Ok(payload) => Ok(CallResult::Success {
+            payload,
+            structured,
+        }),
+        Err(Fail::Tool(e)) => Ok(CallResult::Error(e.to_string())),
+        Err(Fail::Cancelled) => Err(CallError::Cancelled),
+    };
+    let mut req = match execute::parse(args, &app.config, &app.job_policy, call.revision) {
+        Ok(req) if !req.nowait => req,
+        // `nowait` asks for the job id, not for a task.
+        Ok(_) => return tools::dispatch(call, params).await,
+        Err(e) => return as_result(Err(Fail::Tool(e))),
+    };
+    let tag = tasks::new_tag()
+        .map_err(|e| CallError::Protocol(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
+    req.launch.owner = Owner::Task(tag);
+    let yield_after = req.yield_after;
+    let id = match execute::begin(call, req.launch).await {
+        Ok(Begun::Running(id)) => id,
+        Ok(Begun::Answered(payload) | Begun::StdinFailed(_, payload)) => {
+            return as_result(Ok(payload));
+        }
+        Err(e) => return as_result(Err(e)),
+    };
+    call.progress.set(format!("{id} still running"));
+    let yield_at = yield_after.map(|y| tokio::time::Instant::now() + y);
+    let ended = async {
+        match yield_at {
+            Some(at) => tokio::time::timeout_at(at, app.jobs.settled(id)).await.ok(),
+            None => Some(app.jobs.settled(id).await),
+        }
+    };
+    let settled = tokio::select! {
+        biased;
+        () = call.cancel.cancelled() => {
+            if !call.shutdown.is_cancelled() {
+                app.jobs.teardown(id).await;
+            }
+            return Err(CallError::Cancelled);
+        }
+        s = ended => s,
+    };
+    let created = match settled {
+        None => app.tasks.create(NewTask {
+            tag,
+            requestor,
+            format: Format::Extension,
+            revision: call.revision,
+            ttl: None,
+            message: Some(format!("{id} running")),
+        }),
+        Some(_) => Err(tasks::CreateError::Full(0)),
+    };
+    let created = match created {
+        Ok(created) => created,
+        // It ended before the yield (or no task can be made: then the call
+        // blocks as `execute` with no yield would): the result, and the job
+        // leaves with it.
+        Err(e) => {
+            if settled.is_none() {
+                tracing::warn!(error = %e, job = %id, "no task for a yielding execute: blocking on");
+                tokio::select! {
+                    () = call.cancel.cancelled() => {
+                        app.jobs.teardown(id).await;
+                        return Err(CallError::Cancelled);
+                    }
+                    _ = app.jobs.settled(id) => {}
+                }
+            }
+            let result = execute::kept_result(app, call.revision, id);
+            app.jobs.teardown(id).await;
+            return result.ok_or(CallError::Protocol(
+                ErrorCode::INTERNAL_ERROR,
+                format!("{id} left the job table before it ended"),
+            ));
+        }
+    };
+    app.tasks
+        .set_job(tag, Some(id), Some(format!("{id} running")));
+    let snapshot = app
+        .tasks
+        .get(tag, requestor)
+        .unwrap_or(created.snapshot.clone());
+    let quiet = Reach {
+        out: reach.out,
+        token: None,
+    };
+    tokio::spawn(drive(Arc::clone(app), tag, id, created, requestor, quiet));
+    Ok(CallResult::Raw(task_json_2026(&snapshot), ResultType::Task))
+}
+
+/// `Task` as the extension writes it (flat; `ttlMs`, `pollIntervalMs`).
+fn task_json_2026(s: &Snapshot) -> Value {
+    let mut v = json!({
+        "taskId": s.tag.to_string(),
+        "status": s.status.as_str(),
+    });
+    if let Some(m) = &s.message {
+        v["statusMessage"] = json!(m);
+    }
+    v["createdAt"] = json!(stamp(s.created));
+    v["lastUpdatedAt"] = json!(stamp(s.updated));
+    v["ttlMs"] = json!(u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX));
+    v["pollIntervalMs"] = json!(tasks::POLL_INTERVAL.as_millis() as u64);
+    v
+}
+
+/// The extension's `DetailedTask`: the task with its result (`completed`)
+/// or error (`failed`) inlined, no related-task `_meta`.
+fn detailed(app: &App, s: &Snapshot) -> Value {
+    let mut v = task_json_2026(s);
+    let answer = match (s.status, app.tasks.kept(s.tag), s.job) {
+        (Status::Working | Status::Cancelled, ..) => None,
+        (_, Some(kept), _) => Some(kept),
+        (_, None, Some(job)) => execute::kept_result(app, s.revision, job)
+            .map(|r| Final::Result(serde_json::to_value(&r).unwrap_or(Value::Null))),
+        (_, None, None) => None,
+    };
+    match answer {
+        Some(Final::Result(r)) => {
+            v["status"] = json!(Status::Completed.as_str());
+            v["result"] = r;
+        }
+        Some(Final::Error { code, message }) => {
+            v["status"] = json!(Status::Failed.as_str());
+            v["error"] = json!({"code": code, "message": message});
+        }
+        None => {}
+    }
+    v
+}
+
+/// A modern result line: `value` with `resultType` and the server's `_meta`.
+fn modern_line(
+    id: &RequestId,
+    revision: crate::protocol::version::Revision,
+    mut value: Value,
+) -> String {
+    crate::protocol::era::stamp(revision, ResultType::Complete, &mut value);
+    protocol::success_line(id, &value)
+}
+
+/// The extension's `tasks/get`, `tasks/update`, `tasks/cancel`.
+pub fn modern(
+    app: &App,
+    revision: crate::protocol::version::Revision,
+    requestor: Requestor,
+    method: &str,
+    id: &RequestId,
+    params: &Value,
+) -> String {
+    let tag = match task_param(id, params) {
+        Ok(t) => t,
+        Err(line) => return line,
+    };
+    let Some(s) = app.tasks.get(tag, requestor) else {
+        return not_found(id, tag);
+    };
+    match method {
+        "tasks/get" => modern_line(id, revision, detailed(app, &s)),
+        "tasks/update" => {
+            let responses = params.get("inputResponses").and_then(Value::as_object);
+            match responses {
+                Some(r) if !r.is_empty() => protocol::error_line(
+                    Some(id),
+                    ErrorCode::INVALID_PARAMS,
+                    &format!("task {tag} has no outstanding input requests"),
+                ),
+                _ => modern_line(id, revision, json!({})),
+            }
+        }
+        // Cooperative: a terminal task is acknowledged too, and stays as it is.
+        _ => {
+            let _ = app.tasks.cancel(tag, requestor);
+            modern_line(id, revision, json!({}))
+        }
+    }
+}
+
+/// `subscriptions/listen` for `notifications/tasks`: acknowledges the
+/// requestor's tasks among `notifications.taskIds`, sends the full
+/// `DetailedTask` of each on every change, and answers once each of them is
+/// terminal (or gone). Cancel by dropping the future.
+pub async fn listen(
+    app: &App,
+    revision: crate::protocol::version::Revision,
+    requestor: Requestor,
+    id: &RequestId,
+    params: &Value,
+    out: &Outbox,
+) -> String {
+    let asked = params
+        .get("notifications")
+        .and_then(|n| n.get("taskIds"))
+        .and_then(Value::as_array);
+    let tags: Vec<crate::jobs::TaskTag> = asked
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(tasks::parse_tag)
+        .filter(|t| app.tasks.get(*t, requestor).is_some())
+        .collect();
+    let ids: Vec<String> = tags.iter().map(ToString::to_string).collect();
+    let ack = protocol::notification_line(
+        "notifications/subscriptions/acknowledged",
+        &json!({"notifications": {"taskIds": ids}}),
+    );
+    out.send(Message::Notification(ack)).await;
+    let mut seen: std::collections::HashMap<crate::jobs::TaskTag, std::time::SystemTime> =
+        std::collections::HashMap::new();
+    loop {
+        let changed = app.tasks.changes();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let mut open = false;
+        for tag in &tags {
+            let Some(s) = app.tasks.get(*tag, requestor) else {
+                continue;
+            };
+            open |= !s.status.is_terminal();
+            if seen.get(tag) != Some(&s.updated) {
+                seen.insert(*tag, s.updated);
+                let line = protocol::notification_line("notifications/tasks", &detailed(app, &s));
+                out.send(Message::Notification(line)).await;
+            }
+        }
+        if !open {
+            return modern_line(id, revision, json!({}));
+        }
+        changed.await;
     }
 }

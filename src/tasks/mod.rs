@@ -105,7 +105,6 @@ pub enum Format {
     /// 2025-11-25 (SEP-1686): requestor-driven, `tasks/result`.
     Augmented,
     /// The 2026 extension (SEP-2663): server-directed, result in `tasks/get`.
-    #[allow(dead_code)] // its front-end lands with the 2026-07-28 era
     Extension,
 }
 
@@ -431,6 +430,12 @@ impl Tasks {
             }
             notified.await;
         }
+    }
+
+    /// A future that completes at the next change to any task (enable it
+    /// before looking, so a change in between is not missed).
+    pub fn changes(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     /// Removes task `tag` (its TTL ran out); returns its job, which the
