@@ -518,8 +518,7 @@ fn subscriptions_listen_streams_notifications_tasks_until_terminal(t: Target) {
     );
     let last = notes
         .iter()
-        .filter(|n| n["method"] == "notifications/tasks")
-        .last()
+        .rfind(|n| n["method"] == "notifications/tasks")
         .expect("notifications/tasks");
     assert_eq!(last["params"]["status"], json!("completed"), "{last}");
     assert!(
