@@ -199,13 +199,13 @@ async fn create(
                 structured,
             };
             hint = "The command ended at once; its result comes with the task.".into();
-            end_at_once(app, tag, Status::Completed, &result, created, reach);
+            end_at_once(app, tag, Status::Completed, &result, created);
         }
         Err(Fail::Tool(e)) => {
             let text = e.to_string();
             hint = text.clone();
             let result = CallResult::Error(text);
-            end_at_once(app, tag, Status::Failed, &result, created, reach);
+            end_at_once(app, tag, Status::Failed, &result, created);
         }
         Err(Fail::Cancelled) => {
             hint = "The call was cancelled before its job started.".into();
@@ -235,20 +235,15 @@ fn end_at_once(
     status: Status,
     result: &CallResult,
     created: tasks::Created,
-    reach: Reach,
 ) {
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
     let message = match result {
         CallResult::Error(text) => text.clone(),
         _ => "ended at once".into(),
     };
-    if let Some(s) = app
-        .tasks
-        .finish(tag, status, Some(message), Some(Final::Result(value)))
-    {
-        let out = reach.out;
-        tokio::spawn(async move { notify(&out, &s).await });
-    }
+    // Born terminal: its status is in the create answer, no transition to push.
+    app.tasks
+        .finish(tag, status, Some(message), Some(Final::Result(value)));
     tokio::spawn(expire(Arc::clone(app), tag, created.expires));
 }
 
@@ -319,9 +314,12 @@ async fn drive(
                 .jobs
                 .status(id, crate::jobs::result::Fields::PartTwo)
                 .map(|s| summary(id, &s));
-            if let Some(s) = app.tasks.finish(tag, status, message, None) {
+            // Pushed before `tasks/result` waiters wake: the status
+            // notification comes first on the wire.
+            if let Some(s) = app.tasks.finish_quietly(tag, status, message, None) {
                 notify(&reach.out, &s).await;
             }
+            app.tasks.wake();
         }
         Ended::Settled(false) => {
             let kept = Final::Error {
@@ -337,11 +335,11 @@ async fn drive(
             }
         }
         Ended::Cancelled => {
+            // The status changed (to cancelled) when tasks/cancel answered;
+            // the kill's report is a message, read with tasks/get.
             let report = kill(&app, id).await;
             app.jobs.teardown(id).await;
-            if let Some(s) = app.tasks.set_message(tag, report) {
-                notify(&reach.out, &s).await;
-            }
+            app.tasks.set_message(tag, report);
         }
         Ended::Expired => {}
     }

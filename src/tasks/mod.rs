@@ -323,6 +323,20 @@ impl Tasks {
     /// Changes task `tag` with `f` (which returns whether it changed
     /// anything); stamps `lastUpdatedAt` and wakes the waiters if it did.
     fn change(&self, tag: TaskTag, f: impl FnOnce(&mut Record) -> bool) -> Option<Snapshot> {
+        let changed = self.change_quietly(tag, f);
+        if changed.is_some() {
+            self.wake();
+        }
+        changed
+    }
+
+    /// [`Tasks::change`] without waking the waiters: the caller wakes them
+    /// ([`Tasks::wake`]) once it has queued what must come first.
+    fn change_quietly(
+        &self,
+        tag: TaskTag,
+        f: impl FnOnce(&mut Record) -> bool,
+    ) -> Option<Snapshot> {
         let (snapshot, moved) = {
             let mut records = self.lock();
             let r = records.get_mut(&tag)?;
@@ -340,8 +354,12 @@ impl Tasks {
         if let Some((before, after)) = moved {
             crate::metrics::task_moved(Some(before.as_str()), Some(after.as_str()));
         }
-        self.changed.notify_waiters();
         Some(snapshot)
+    }
+
+    /// Wakes whoever waits for a change (`tasks/result`, subscriptions).
+    pub fn wake(&self) {
+        self.changed.notify_waiters();
     }
 
     /// Records the job task `tag` owns.
@@ -371,7 +389,21 @@ impl Tasks {
         message: Option<String>,
         kept: Option<Final>,
     ) -> Option<Snapshot> {
-        self.change(tag, |r| {
+        let done = self.finish_quietly(tag, status, message, kept);
+        self.wake();
+        done
+    }
+
+    /// [`Tasks::finish`] without waking the waiters (a driver that pushes
+    /// the new status first, so a `tasks/result` answers after it).
+    pub fn finish_quietly(
+        &self,
+        tag: TaskTag,
+        status: Status,
+        message: Option<String>,
+        kept: Option<Final>,
+    ) -> Option<Snapshot> {
+        self.change_quietly(tag, |r| {
             if r.snapshot.status.is_terminal() {
                 return false;
             }
