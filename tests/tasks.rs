@@ -458,6 +458,16 @@ fn the_2026_server_lists_the_extension_and_a_yielding_execute_becomes_a_task(t: 
     assert_eq!(r["result"]["resultType"], json!("complete"), "{r}");
     let r = modern(&mut s, "tasks/get", json!({"taskId": "0".repeat(32)}), true);
     assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    // The extension's methods need the extension declared on the request.
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let r = modern(&mut s, method, json!({"taskId": id}), false);
+        assert_eq!(r["error"]["code"], json!(-32021), "{method}: {r}");
+        assert_eq!(
+            r["error"]["data"]["requiredCapabilities"]["extensions"],
+            json!({"io.modelcontextprotocol/tasks": {}}),
+            "{r}"
+        );
+    }
 }
 
 fn a_2026_cancel_is_acknowledged_and_the_group_is_verified_dead(t: Target) {

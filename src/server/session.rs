@@ -538,10 +538,33 @@ impl McpSession {
                     _ => return self.task_result(id, params, None, out),
                 }
             }
+            // The extension's methods need the extension, declared on the
+            // request itself (SEP-2663: -32021 otherwise).
+            "tasks/get" | "tasks/update" | "tasks/cancel"
+                if revision.is_modern() && !era.client.has_extension(super::tasks::EXTENSION) =>
+            {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(protocol::error_line_with_data(
+                    Some(&id),
+                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    &format!(
+                        "{method} needs the client capability extensions[\"{}\"] on the request",
+                        super::tasks::EXTENSION
+                    ),
+                    &json!({"requiredCapabilities": {"extensions": {super::tasks::EXTENSION: {}}}}),
+                ));
+            }
             "tasks/get" | "tasks/update" | "tasks/cancel" if revision.is_modern() => {
                 super::tasks::modern(&self.app, revision, self.requestor(), &method, &id, &params)
             }
-            "subscriptions/listen" if revision.is_modern() => {
+            // Only a listen for task notifications (the Tasks extension): the
+            // server has no other notifications to subscribe to, and any
+            // other listen stays unknown, as before.
+            "subscriptions/listen"
+                if revision.is_modern()
+                    && era.client.has_extension(super::tasks::EXTENSION)
+                    && params["notifications"].get("taskIds").is_some() =>
+            {
                 return self.task_result(id, params, Some(revision), out);
             }
             "ping" if revision.has_ping() => protocol::success_line(&id, &json!({})),
