@@ -23,6 +23,9 @@ mod files;
 /// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
 mod abuse;
 
+/// MCP 2026-07-28 (SPEC §19): a closed stream cancels, progress over SSE, the token.
+mod era;
+
 /// Sends one request (`Connection: close`) and reads the whole response.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     request(port, method, path, headers, body, TIMEOUT).expect("an HTTP exchange")

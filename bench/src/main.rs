@@ -83,13 +83,14 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 26] = [
+const SCENARIOS: [&str; 27] = [
     "tasks",
     "size",
     "startup",
     "rtt",
     "rtt_spawn",
     "tools_list",
+    "era",
     "throughput",
     "burst",
     "burst_blocking",
@@ -416,6 +417,45 @@ fn run(o: &Options) -> Result<(), Error> {
             json!(l.ping_cpu.median()),
         );
         notes.insert("tools_list_ping_median_us".into(), json!(l.ping.median()));
+    }
+    if o.wants("era") {
+        eprintln!(
+            "bench: dual era ({} × ping + server/discover + ping + 2026-07-28 tools/list; {} × execute `true` in 2025-11-25 and 2026-07-28, interleaved)",
+            plan.list, plan.rtt
+        );
+        let mut dual = client::Server::spawn(&binary)?;
+        dual.initialize("2025-11-25", Duration::from_secs(30))?;
+        let e = scenarios::era(&mut dual, plan.list, plan.rtt)?;
+        let ping = e.ping.median();
+        figures.push(Figure::latency_in(
+            "era_discover",
+            "server/discover (2026-07-28) server time: rtt − median ping rtt",
+            "µs",
+            &e.discover.shifted(-ping),
+            Some(("≤ 20 µs", 20.0)),
+        ));
+        figures.push(Figure::latency_in(
+            "era_tools_list",
+            format!(
+                "tools/list (2026-07-28) server time: rtt − median ping rtt ({} B result)",
+                e.list_bytes
+            ),
+            "µs",
+            &e.list.shifted(-ping),
+            Some(("≤ 20 µs", 20.0)),
+        ));
+        figures.push(
+            Figure::latency_vs(
+                "era_rtt",
+                "rtt: blocking execute of `true` as a 2026-07-28 request (per-request _meta)",
+                &e.rtt.server,
+                &e.rtt.baseline,
+                "the same call in the process's 2025-11-25 session (interleaved)",
+            )
+            .with_ratio_target("median ≤ 1.05× 2025-11-25 (no slower, within noise)", 1.05),
+        );
+        notes.insert("era_ping_median_us".into(), json!(ping));
+        dual.shutdown(Duration::from_secs(30))?;
     }
     if o.wants("throughput") {
         let size_mib = plan.throughput_bytes >> 20;

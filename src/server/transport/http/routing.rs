@@ -2,7 +2,7 @@
 //! against the body they mirror ("Server Validation"): `MCP-Protocol-Version`
 //! (the body's `_meta["io.modelcontextprotocol/protocolVersion"]`),
 //! `Mcp-Method` (`method`) and, for the methods
-//! [`routing_name`](crate::protocol::era::routing_name) names, `Mcp-Name`
+//! [`routing_name`] names, `Mcp-Name`
 //! (`params.name` or `params.uri`, plain or in the Base64 sentinel
 //! `=?base64?…?=`). A missing, undecodable or different header is
 //! `-32020` `HeaderMismatch`, which the transport answers `400`: a load
