@@ -615,6 +615,24 @@ mod tests {
         );
     }
 
+    #[test]
+    fn live_tasks_are_counted_by_status_in_the_metrics() {
+        let tasks = Tasks::new(Duration::from_secs(60), 8);
+        let t = new(&tasks, Requestor::Stdio, None).snapshot.tag;
+        tasks.finish(t, Status::Failed, None, None);
+        let text = crate::metrics::render(&crate::metrics::Snapshot::default());
+        assert!(text.contains("# TYPE mcp_exec_tasks gauge"), "{text}");
+        assert!(
+            text.contains(r#"mcp_exec_tasks{status="failed"}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mcp_exec_tasks{status="working"}"#),
+            "{text}"
+        );
+        tasks.remove(t);
+    }
+
     #[tokio::test]
     async fn terminal_waits_for_the_end_and_removal_returns_the_job() {
         let tasks = std::sync::Arc::new(Tasks::new(Duration::from_secs(60), 8));
