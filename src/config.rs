@@ -40,6 +40,11 @@ pub struct Config {
     pub max_running: usize,
     /// `MCP_EXEC_MAX_QUEUED`: jobs waiting to start.
     pub max_queued: usize,
+    /// `MCP_EXEC_TASK_TTL`: how long an MCP Task and its job are kept, the
+    /// default and the maximum (SPEC §19).
+    pub task_ttl: Duration,
+    /// `MCP_EXEC_MAX_TASKS`: live MCP Tasks at once (SPEC §19).
+    pub max_tasks: usize,
     /// `MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT`: largest per-job `max_output_bytes`.
     pub max_output_bytes_limit: usize,
     /// `MCP_EXEC_BREAKER_FAILURES`: consecutive resource failures that open
@@ -148,6 +153,8 @@ impl Default for Config {
             yield_after: Some(Duration::from_secs(50)),
             max_running: max_running_for(1024),
             max_queued: 1000,
+            task_ttl: Duration::from_secs(3600),
+            max_tasks: 1024,
             max_output_bytes_limit: 64 << 20,
             breaker_failures: 20,
             breaker_cooldown: Duration::from_secs(10),
@@ -176,7 +183,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 32] = [
+pub const VARIABLES: [(&str, &str, &str); 34] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -233,6 +240,12 @@ pub const VARIABLES: [(&str, &str, &str); 32] = [
         "jobs running at once (default: soft RLIMIT_NOFILE - 64, / 3)",
     ),
     ("MCP_EXEC_MAX_QUEUED", "1000", "jobs waiting to start"),
+    (
+        "MCP_EXEC_TASK_TTL",
+        "3600",
+        "seconds an MCP Task and its job are kept: the default and the maximum TTL",
+    ),
+    ("MCP_EXEC_MAX_TASKS", "1024", "live MCP Tasks at once"),
     (
         "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
         "67108864",
@@ -404,6 +417,7 @@ impl Config {
         count("MCP_EXEC_MAX_RUNNING", &mut c.max_running, 1);
         count("MCP_EXEC_MAX_QUEUED", &mut c.max_queued, 0);
         count("MCP_EXEC_HTTP_MAX_SESSIONS", &mut c.http_max_sessions, 1);
+        count("MCP_EXEC_MAX_TASKS", &mut c.max_tasks, 0);
         let mut failures = usize::try_from(c.breaker_failures).unwrap_or(usize::MAX);
         count("MCP_EXEC_BREAKER_FAILURES", &mut failures, 0);
         c.breaker_failures = u32::try_from(failures).unwrap_or(u32::MAX);
@@ -427,6 +441,10 @@ impl Config {
         let mut cooldown = Some(c.breaker_cooldown);
         optional("MCP_EXEC_BREAKER_COOLDOWN", &mut cooldown);
         c.breaker_cooldown = cooldown.unwrap_or(Duration::ZERO);
+        let mut ttl = Some(c.task_ttl);
+        optional("MCP_EXEC_TASK_TTL", &mut ttl);
+        // A task must outlive its creation: 0 keeps the default.
+        c.task_ttl = ttl.unwrap_or(Duration::from_secs(3600));
         let mut idle = Some(c.shell_session_idle);
         optional("MCP_EXEC_SHELL_SESSION_IDLE", &mut idle);
         c.shell_session_idle = idle.unwrap_or(Duration::ZERO);

@@ -45,6 +45,7 @@ struct Metrics {
     jobs_awaiting_input: Gauge,
     jobs_capacity: Gauge,
     http_sessions: Gauge,
+    tasks: Family<Labels, Gauge>,
     breaker_open: Gauge,
     resident: Gauge,
     open_fds: Gauge,
@@ -83,6 +84,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         jobs_awaiting_input: Gauge::default(),
         jobs_capacity: Gauge::default(),
         http_sessions: Gauge::default(),
+        tasks: Family::default(),
         breaker_open: Gauge::default(),
         resident: Gauge::default(),
         open_fds: Gauge::default(),
@@ -133,6 +135,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "http_sessions",
             "Open Streamable HTTP sessions",
             m.http_sessions.clone(),
+        );
+        mcp.register(
+            "tasks",
+            "Live MCP Tasks, by status (working, completed, failed, cancelled)",
+            m.tasks.clone(),
         );
         mcp.register(
             "breaker_open",
@@ -256,6 +263,17 @@ pub fn request(transport: &'static str, method: &'static str, outcome: &'static 
             ("outcome", outcome),
         ])
         .inc();
+}
+
+/// A live MCP Task moved from status `from` (`None`: it was created) to
+/// `to` (`None`: it was removed) (SPEC §19).
+pub fn task_moved(from: Option<&'static str>, to: Option<&'static str>) {
+    if let Some(from) = from {
+        METRICS.tasks.get_or_create(&vec![("status", from)]).dec();
+    }
+    if let Some(to) = to {
+        METRICS.tasks.get_or_create(&vec![("status", to)]).inc();
+    }
 }
 
 /// State owned elsewhere, read by the scraper.

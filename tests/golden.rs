@@ -62,6 +62,9 @@ const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11
 /// stdio, one over HTTP (see [`http_transcript`]).
 const MODERN: [&str; 2] = ["2026-07-28.txt", "2026-07-28.http.txt"];
 
+/// The Tasks transcripts, one per wire format (SPEC §19).
+const TASKS: [&str; 2] = ["tasks-2025-11-25.txt", "tasks-2026-07-28.txt"];
+
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
@@ -86,7 +89,13 @@ fn normalise(line: &str) -> String {
         &version.replacen(r#""serverInfo""#, r#"/serverInfo""#, 1),
         r#"/serverInfo":{"name":"mcp-exec","version":"CARGO_PKG_VERSION"}"#,
     );
-    for field in ["started_at", "duration_ms", "queued_ms"] {
+    for field in [
+        "started_at",
+        "duration_ms",
+        "queued_ms",
+        "createdAt",
+        "lastUpdatedAt",
+    ] {
         for quote in ["\"", "\\\""] {
             line = mask_value(&line, &format!("{quote}{field}{quote}:"), quote);
         }
@@ -119,6 +128,9 @@ fn mask_value(line: &str, key: &str, quote: &str) -> String {
 struct Run {
     server: RawServer,
     out: String,
+    /// The last task id the server wrote (the Tasks transcripts): written
+    /// `$TASK` in `<` lines and put for `$TASK` in the lines sent.
+    task: String,
 }
 
 impl Run {
@@ -129,8 +141,18 @@ impl Run {
         let text = text
             .strip_suffix('\n')
             .unwrap_or_else(|| panic!("a line was cut: {text:?}"));
-        writeln!(self.out, "< {}", normalise(text)).expect("write to a String");
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+        let msg: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        let id = &msg["result"];
+        if let Some(t) = id["task"]["taskId"].as_str().or(id["taskId"].as_str()) {
+            self.task = t.to_owned();
+        }
+        let mut line = normalise(text);
+        if !self.task.is_empty() {
+            line = line.replace(&self.task, "$TASK");
+        }
+        writeln!(self.out, "< {line}").expect("write to a String");
+        msg
     }
 
     /// Reads and records lines until the response with `id`; returns it.
@@ -191,6 +213,7 @@ fn transcript(file: &str) -> String {
     let mut run = Run {
         server: RawServer::start(Target::Bare, &[("SHELL", "/bin/sh")]),
         out: String::new(),
+        task: String::new(),
     };
     for (n, line) in file.lines().enumerate() {
         let (directive, rest) = line.split_at(line.len().min(2));
@@ -199,8 +222,9 @@ fn transcript(file: &str) -> String {
             "< " => {}
             "> " => {
                 writeln!(run.out, "{line}").expect("write to a String");
-                run.server.send_raw(rest);
-                run.answer(rest);
+                let rest = rest.replace("$TASK", &run.task);
+                run.server.send_raw(&rest);
+                run.answer(&rest);
             }
             "& " => {
                 writeln!(run.out, "{line}").expect("write to a String");
@@ -496,6 +520,16 @@ fn the_2026_07_28_http_transcript_is_what_the_server_writes() {
 }
 
 #[test]
+fn the_2025_11_25_tasks_transcript_is_what_the_server_writes() {
+    check_file("tasks-2025-11-25.txt", transcript);
+}
+
+#[test]
+fn the_2026_07_28_tasks_extension_transcript_is_what_the_server_writes() {
+    check_file("tasks-2026-07-28.txt", transcript);
+}
+
+#[test]
 fn the_golden_directory_holds_one_transcript_per_revision_and_nothing_else() {
     let mut names: Vec<String> = std::fs::read_dir(golden_dir())
         .expect("tests/golden")
@@ -504,6 +538,7 @@ fn the_golden_directory_holds_one_transcript_per_revision_and_nothing_else() {
     names.sort();
     let mut expected: Vec<String> = REVISIONS.iter().map(|r| format!("{r}.txt")).collect();
     expected.extend(MODERN.iter().map(|m| m.to_string()));
+    expected.extend(TASKS.iter().map(|m| m.to_string()));
     expected.sort();
     assert_eq!(names, expected);
 }

@@ -77,6 +77,9 @@ mod kube;
 /// Shell sessions (SPEC §17): what carries between jobs and what does not, lanes, the tool.
 mod sessions;
 
+/// MCP Tasks, 2025-11-25 format (SPEC §19): create, poll, result, list, cancel, owned jobs, TTL.
+mod tasks;
+
 /// What a person is told: bad flags, bad settings, fatal errors, tokens, `--help` (issue 19 §7).
 mod messages;
 

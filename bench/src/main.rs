@@ -44,6 +44,7 @@ mod smaps;
 mod soak;
 mod stats;
 mod sys;
+mod tasks;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -82,7 +83,8 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 26] = [
+const SCENARIOS: [&str; 27] = [
+    "tasks",
     "size",
     "startup",
     "rtt",
@@ -606,6 +608,9 @@ fn run(o: &Options) -> Result<(), Error> {
             &plan,
             &mut figures,
         )?;
+    }
+    if o.wants("tasks") {
+        tasks_figures(o.smoke, &binary, &mut figures, &mut notes)?;
     }
     let curve = robustness_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
@@ -1212,6 +1217,60 @@ fn robustness_figures(
         ),
     );
     Ok(Some(s.markdown()))
+}
+
+/// MCP Tasks (issue 25): `tasks/get` server time, a live task's cost above
+/// its job, `tasks/cancel`'s answer and verified kill.
+fn tasks_figures(
+    smoke: bool,
+    binary: &Path,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<(), Error> {
+    let (gets, live, cancels) = if smoke {
+        (50, 200, 2)
+    } else {
+        (2000, 10_000, 20)
+    };
+    eprintln!(
+        "bench: tasks ({gets} × ping + tasks/get; {live} live tasks vs {live} jobs; {cancels} × tasks/cancel of a TERM-ignoring group)"
+    );
+    let t = tasks::run(binary, gets, live, cancels)?;
+    let ping = t.ping.median();
+    figures.push(Figure::latency_in(
+        "tasks_get",
+        "tasks/get (2025-11-25) server time: rtt − median ping rtt",
+        "µs",
+        &t.get.shifted(-ping),
+        Some(("≤ 20 µs", 20.0)),
+    ));
+    figures.push(Figure::value(
+        "tasks_live_kib",
+        format!(
+            "{} live tasks: RSS per task above its job ({:.2} KiB per task with its job − {:.2} KiB per nowait job)",
+            t.live, t.per_task_kib, t.per_job_kib
+        ),
+        "KiB",
+        t.per_task_kib - t.per_job_kib,
+        Some(("≤ 4 KiB", 4.0)),
+    ));
+    figures.push(Figure::latency(
+        "tasks_cancel",
+        "tasks/cancel answer (rtt)",
+        &t.cancel,
+        Some(("≤ 5 ms", 5.0)),
+    ));
+    figures.push(Figure::latency(
+        "tasks_cancel_dead",
+        format!(
+            "  cancel → group verified dead (TERM ignored: grace {} ms, KILL), minus the grace",
+            tasks::GRACE_MS
+        ),
+        &t.dead_after_grace,
+        Some(("≤ 100 ms", 100.0)),
+    ));
+    notes.insert("tasks_ping_median_us".into(), json!(ping));
+    Ok(())
 }
 
 fn cpus() -> usize {

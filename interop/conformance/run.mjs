@@ -63,6 +63,23 @@ const RUNS = [
   },
 ];
 
+// The Tasks extension's scenarios (SEP-2663) are in no --requirements set: each runs with
+// --scenario against expected-failures.tasks.yml (fixture tools). Its passing checks:
+// the advertised extension, -32021 for clients that did not declare it, tasks/result and
+// tasks/list -32601, an unknown taskId -32602, a mismatched Mcp-Method -32020, and the
+// wire schema of every message.
+const TASK_SCENARIOS = [
+  'tasks-lifecycle',
+  'tasks-capability-negotiation',
+  'tasks-wire-fields',
+  'tasks-request-state-removal',
+  'tasks-mrtr-input',
+  'tasks-request-headers',
+  'tasks-dispatch-and-envelope',
+  'tasks-required-task-error',
+  'tasks-mrtr-composition',
+];
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const version = JSON.parse(
@@ -122,6 +139,18 @@ try {
       }
     } finally {
       await fs.rm(out, { recursive: true, force: true });
+    }
+  }
+  const tasksBaseline = path.join(here, 'expected-failures.tasks.yml');
+  for (const scenario of TASK_SCENARIOS) {
+    const args = [cli, 'server', '--url', server.url, '--scenario', scenario, '--expected-failures', tasksBaseline];
+    console.log(`\n== --scenario ${scenario} ==`);
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, args, { timeout: 300_000, maxBuffer: 1 << 26 });
+      console.log(stdout.slice(stdout.indexOf('Passed:')));
+    } catch (e) {
+      console.log(e.stdout, e.stderr);
+      failures.push(`--scenario ${scenario}: the suite failed (exit ${e.code})`);
     }
   }
 } finally {

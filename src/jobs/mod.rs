@@ -68,7 +68,7 @@ pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
 pub use signal::{Delivery, JobSignalError, Plan, Signalled};
-pub use state::{Cause, JobId, JobPhase, Owner, Stream};
+pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
 use table::{Check, JobTable};
@@ -250,6 +250,30 @@ impl Jobs {
         self.shared
             .table
             .with(id, |j| JobResult::with_streams(j, stdout, stderr, view))
+    }
+
+    /// Waits until job `id` is terminal without claiming it (a task's job,
+    /// whose result stays in the table: SPEC §19); `false` if it is not (or
+    /// no longer) in the table. Cancel by dropping the future.
+    pub async fn settled(&self, id: JobId) -> bool {
+        self.shared.terminal(id).await;
+        self.shared
+            .table
+            .with(id, |j| j.state.is_terminal())
+            .unwrap_or(false)
+    }
+
+    /// The terminal result of job `id` as `view` renders it, left in the
+    /// table (a task renders it on every `tasks/result`, identically: a
+    /// terminal job no longer changes). `None` while it runs or once it is
+    /// gone.
+    pub fn kept_result(&self, id: JobId, view: &View<'_>) -> Option<JobResult> {
+        self.shared
+            .table
+            .with(id, |j| {
+                j.state.is_terminal().then(|| JobResult::delivered(j, view))
+            })
+            .flatten()
     }
 
     /// Every job not delivered yet, oldest first; a running job blocked

@@ -569,7 +569,7 @@ impl JobTable {
             inner.queue.retain(|q| *q != id);
             inner.release_lane_of(id);
             let cancelled = match owner {
-                Owner::Stream => Cancelled::InPlace,
+                Owner::Stream | Owner::Task(_) => Cancelled::InPlace,
                 Owner::Caller => Cancelled::Removed(Box::new(inner.take(id)?)),
             };
             (cancelled, inner.jobs.is_empty())
@@ -581,12 +581,17 @@ impl JobTable {
         Some(cancelled)
     }
 
-    /// The first of `ids` that an `/exec` stream owns, if any.
-    pub(super) fn stream_owned_among(&self, ids: &[JobId]) -> Option<JobId> {
+    /// The first of `ids` that its caller does not own (an `/exec` stream
+    /// or a task does), with its owner, if any.
+    pub(super) fn owned_among(&self, ids: &[JobId]) -> Option<(JobId, Owner)> {
         let inner = self.lock();
-        ids.iter()
-            .copied()
-            .find(|id| inner.jobs.get(id).is_some_and(|j| j.owner == Owner::Stream))
+        ids.iter().find_map(|id| {
+            inner
+                .jobs
+                .get(id)
+                .filter(|j| !j.owner.is_caller())
+                .map(|j| (*id, j.owner))
+        })
     }
 
     /// Runs `f` on the job, if it exists.
@@ -1252,8 +1257,8 @@ mod tests {
         let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
         job.owner = Owner::Stream;
         assert!(t.submit(job).unwrap().is_empty());
-        assert_eq!(t.stream_owned_among(&[JobId(1), id]), Some(id));
-        assert_eq!(t.stream_owned_among(&[JobId(1)]), None);
+        assert_eq!(t.owned_among(&[JobId(1), id]), Some((id, Owner::Stream)));
+        assert_eq!(t.owned_among(&[JobId(1)]), None);
         assert!(matches!(t.cancel_queued(id), Some(Cancelled::InPlace)));
         assert!(t.cancel_queued(id).is_none());
         assert_eq!(t.counts(), (1, 0));

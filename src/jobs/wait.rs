@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use super::awaiting::{self, Awaiting};
 use super::table::{Check, Gone, Job, Listed, TableEntry};
-use super::{JobId, Jobs, Stream};
+use super::{JobId, Jobs, Owner, Stream, TaskTag};
 use crate::capture::{Redact, StreamSpec};
 
 /// What `until` asks for.
@@ -111,6 +111,9 @@ pub enum WaitError {
     /// A `POST /exec` stream owns it: only its stream delivers it.
     #[error("{0} is owned by an /exec stream")]
     OwnedByStream(JobId),
+    /// A task owns it (SPEC §19): the task delivers it.
+    #[error("{0} is owned by task {1}")]
+    OwnedByTask(JobId, TaskTag),
 }
 
 impl Jobs {
@@ -127,8 +130,10 @@ impl Jobs {
     ) -> Result<Vec<WaitEntry>, WaitError> {
         let table = &self.shared.table;
         // Ownership is fixed at launch, so checking once is enough.
-        if let Some(owned) = table.stream_owned_among(ids) {
-            return Err(WaitError::OwnedByStream(owned));
+        match table.owned_among(ids) {
+            Some((id, Owner::Task(task))) => return Err(WaitError::OwnedByTask(id, task)),
+            Some((id, _)) => return Err(WaitError::OwnedByStream(id)),
+            None => {}
         }
         let _waiter = table.register_waiter(ids).map_err(WaitError::Unknown)?;
         let mut relooks: HashMap<JobId, Relook> = HashMap::new();

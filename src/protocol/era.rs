@@ -54,10 +54,6 @@ impl ErrorCode {
     /// 2026-07-28: HTTP headers that do not match the body, or are missing.
     pub const HEADER_MISMATCH: ErrorCode = ErrorCode(-32020);
     /// 2026-07-28: the request needs a client capability it did not declare.
-    #[allow(
-        dead_code,
-        reason = "defined by 2026-07-28; mcp-exec needs no client capability yet"
-    )]
     pub const MISSING_REQUIRED_CLIENT_CAPABILITY: ErrorCode = ErrorCode(-32021);
     /// 2026-07-28: the request's protocol version is not one we serve.
     pub const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
@@ -88,7 +84,6 @@ impl Client {
 
     /// Whether the client declared the extension `id` (a key of
     /// `capabilities.extensions`, e.g. `io.modelcontextprotocol/tasks`).
-    #[allow(dead_code, reason = "for the Tasks extension (issue 25 item 3)")]
     pub fn has_extension(&self, id: &str) -> bool {
         self.capabilities
             .get("extensions")
@@ -223,6 +218,8 @@ pub fn is_per_request(params: &Value) -> bool {
 pub fn routing_name(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
+        // The Tasks extension (SEP-2663).
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         "resources/read" => Some("uri"),
         _ => None,
     }
@@ -234,7 +231,6 @@ pub enum ResultType {
     /// `"complete"`: the final result.
     Complete,
     /// `"task"`: a task handle (the Tasks extension, SEP-2663).
-    #[allow(dead_code, reason = "for the Tasks extension (issue 25 item 3)")]
     Task,
 }
 

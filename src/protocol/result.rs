@@ -139,6 +139,11 @@ pub enum CallResult {
     },
     /// The tool failed with this message (`isError:true`).
     Error(String),
+    /// A result that is not a tool's, written as is with its modern
+    /// `resultType`: a task-augmented call's `CreateTaskResult`, or the
+    /// 2026 Tasks extension's task handle (`"task"`) (SPEC §19). An object
+    /// without `resultType` or `_meta.serverInfo` of its own.
+    Raw(serde_json::Value, ResultType),
 }
 
 impl CallResult {
@@ -163,6 +168,7 @@ impl CallResult {
                 .size_hint
                 .saturating_mul(if *structured { 2 } else { 1 }),
             CallResult::Error(message) => message.len() + 64,
+            CallResult::Raw(..) => 512,
         }
     }
 }
@@ -246,12 +252,21 @@ struct TextBlock<'a> {
 impl CallResult {
     /// Its `resultType` in a modern revision.
     pub fn result_type(&self) -> ResultType {
-        ResultType::Complete
+        match self {
+            CallResult::Raw(_, t) => *t,
+            _ => ResultType::Complete,
+        }
     }
 }
 
 impl StampedFields for CallResult {
     fn write_fields<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        if let CallResult::Raw(serde_json::Value::Object(fields), _) = self {
+            for (k, v) in fields {
+                m.serialize_entry(k, v)?;
+            }
+            return Ok(());
+        }
         match self {
             CallResult::Success {
                 payload,
@@ -277,6 +292,8 @@ impl StampedFields for CallResult {
                 m.serialize_entry("content", &[block])?;
                 m.serialize_entry("isError", &true)?;
             }
+            // Written above (a raw result is an object).
+            CallResult::Raw(..) => {}
         }
         Ok(())
     }

@@ -163,6 +163,12 @@ impl Revision {
         self >= Revision::V2025_06_18
     }
 
+    /// Whether `tools/call` may be task-augmented (SEP-1686: the `tasks`
+    /// capability, `execute`'s `execution.taskSupport`, `tasks/*`).
+    pub fn has_task_augmentation(self) -> bool {
+        self == Revision::V2025_11_25
+    }
+
     /// Whether a JSON-RPC batch (array) is accepted.
     pub fn accepts_batches(self) -> bool {
         self == Revision::V2025_03_26

@@ -35,9 +35,10 @@ container. `execute` runs one and returns its result (or, past its deadline or w
 `kill`, and find them all with `list_jobs`. Jobs outlive the request that started them. \
 `upload` and `download` move files.";
 
-/// The server's capabilities (the same in every revision: tools only).
+/// The server's capabilities in 2026-07-28: tools, and the Tasks extension
+/// (SEP-2663), which a client then declares per request.
 pub fn capabilities() -> Value {
-    json!({"tools": {}})
+    json!({"tools": {}, "extensions": {super::tasks::EXTENSION: {}}})
 }
 
 /// The `server/discover` result for a request of `revision` (a modern one),
@@ -66,7 +67,10 @@ mod tests {
         let v: Value = serde_json::from_str(result_json(Revision::V2026_07_28)).unwrap();
         assert_eq!(v["supportedVersions"][0], "2026-07-28");
         assert_eq!(v["supportedVersions"].as_array().unwrap().len(), 5);
-        assert_eq!(v["capabilities"], json!({"tools": {}}));
+        assert_eq!(
+            v["capabilities"],
+            json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        );
         assert_eq!(v["resultType"], "complete");
         assert_eq!(v["cacheScope"], "public");
         assert!(v["ttlMs"].as_u64().is_some());

@@ -36,6 +36,7 @@ pub mod discover;
 pub mod outbox;
 pub mod progress;
 pub mod session;
+pub mod tasks;
 pub mod transport;
 
 use std::sync::Arc;

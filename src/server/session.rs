@@ -233,7 +233,18 @@ pub struct Single<'a> {
 /// [`McpSession`] answers in that revision. Anything else is `-32601`, which
 /// the HTTP binding answers `404`.
 pub fn modern_method(method: &str) -> bool {
-    matches!(method, "server/discover" | "tools/list" | "tools/call")
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "tools/call"
+            // The Tasks extension (SEP-2663); `tasks/result` and
+            // `tasks/list` do not exist in this era.
+            | "tasks/get"
+            | "tasks/update"
+            | "tasks/cancel"
+            | "subscriptions/listen"
+    )
 }
 
 impl Inbound {
@@ -329,6 +340,21 @@ impl McpSession {
             .get()
             .copied()
             .unwrap_or(Revision::V2024_11_05)
+    }
+
+    /// Who this session's requests are, for the tasks they create (SPEC
+    /// §19): the stdio process; over HTTP the listener's token, if it has
+    /// one.
+    pub fn requestor(&self) -> crate::tasks::Requestor {
+        use crate::tasks::Requestor;
+        let config = &self.app.config;
+        if self.transport == "stdio" {
+            Requestor::Stdio
+        } else if config.http_token.is_some() || config.http_token_file.is_some() {
+            Requestor::HttpToken
+        } else {
+            Requestor::HttpOpen
+        }
     }
 
     /// Whether `initialize` was answered.
@@ -559,6 +585,12 @@ impl McpSession {
             "server/discover" => "server/discover",
             "tools/list" => "tools/list",
             "tools/call" => "tools/call",
+            "tasks/get" => "tasks/get",
+            "tasks/result" => "tasks/result",
+            "tasks/list" => "tasks/list",
+            "tasks/cancel" => "tasks/cancel",
+            "tasks/update" => "tasks/update",
+            "subscriptions/listen" => "subscriptions/listen",
             _ => "other",
         };
         let era = match self.era_of(&id, &params) {
@@ -587,14 +619,60 @@ impl McpSession {
                 let revision = *self.revision.get_or_init(|| negotiated);
                 self.client
                     .get_or_init(|| Arc::new(Client::from_initialize(&params)));
+                let mut capabilities = json!({"tools": {}});
+                if revision.has_task_augmentation() {
+                    capabilities["tasks"] = super::tasks::capability(self.requestor());
+                }
                 protocol::success_line(
                     &id,
                     &json!({
                         "protocolVersion": revision.as_str(),
-                        "capabilities": {"tools": {}},
+                        "capabilities": capabilities,
                         "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
                     }),
                 )
+            }
+            "tasks/get" | "tasks/list" | "tasks/cancel" | "tasks/result"
+                if revision.has_task_augmentation()
+                    && (method != "tasks/list" || self.requestor().identified()) =>
+            {
+                let requestor = self.requestor();
+                let app = &self.app;
+                match method.as_str() {
+                    "tasks/get" => super::tasks::get(app, requestor, &id, &params),
+                    "tasks/list" => super::tasks::list(app, requestor, &id, &params),
+                    "tasks/cancel" => super::tasks::cancel(app, requestor, &id, &params),
+                    _ => return self.task_result(id, params, None, out),
+                }
+            }
+            // The extension's methods need the extension, declared on the
+            // request itself (SEP-2663: -32021 otherwise).
+            "tasks/get" | "tasks/update" | "tasks/cancel"
+                if revision.is_modern() && !era.client.has_extension(super::tasks::EXTENSION) =>
+            {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(protocol::error_line_with_data(
+                    Some(&id),
+                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    &format!(
+                        "{method} needs the client capability extensions[\"{}\"] on the request",
+                        super::tasks::EXTENSION
+                    ),
+                    &json!({"requiredCapabilities": {"extensions": {super::tasks::EXTENSION: {}}}}),
+                ));
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" if revision.is_modern() => {
+                super::tasks::modern(&self.app, revision, self.requestor(), &method, &id, &params)
+            }
+            // Only a listen for task notifications (the Tasks extension): the
+            // server has no other notifications to subscribe to, and any
+            // other listen stays unknown, as before.
+            "subscriptions/listen"
+                if revision.is_modern()
+                    && era.client.has_extension(super::tasks::EXTENSION)
+                    && params["notifications"].get("taskIds").is_some() =>
+            {
+                return self.task_result(id, params, Some(revision), out);
             }
             "ping" if revision.has_ping() => protocol::success_line(&id, &json!({})),
             "server/discover" if revision.has_discover() => {
@@ -622,6 +700,62 @@ impl McpSession {
         };
         crate::metrics::request(self.transport, label, "ok");
         Reply::Now(line)
+    }
+
+    /// `tasks/result` (2025-11-25), which blocks until its task is
+    /// terminal, or with `listen` (the request's modern revision)
+    /// `subscriptions/listen`, which streams `notifications/tasks`: in a
+    /// task of its own, cancellable like a call.
+    fn task_result(
+        self: &Arc<Self>,
+        id: RequestId,
+        params: Value,
+        listen: Option<Revision>,
+        out: &Outbox,
+    ) -> Reply {
+        let cancel = self.calls.child_token();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        let session = Arc::clone(self);
+        let out = out.clone();
+        Reply::Later(self.tasks.spawn(async move {
+            let requestor = session.requestor();
+            let app = &session.app;
+            let answer = async {
+                match listen {
+                    Some(rev) => {
+                        super::tasks::listen(app, rev, requestor, &id, &params, &out).await
+                    }
+                    None => super::tasks::result(app, requestor, &id, &params).await,
+                }
+            };
+            let line = tokio::select! {
+                line = answer => Some(line),
+                () = cancel.cancelled() => Some(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::REQUEST_CANCELLED,
+                    "request cancelled",
+                )),
+                () = out.closed() => None,
+            };
+            session
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            let label = if listen.is_some() {
+                "subscriptions/listen"
+            } else {
+                "tasks/result"
+            };
+            crate::metrics::request(session.transport, label, "ok");
+            if let Some(line) = line {
+                out.send(line).await;
+            }
+            (Message::Line(String::new()), None)
+        }))
     }
 
     /// Resizes a job-starting call's ticket to its answer's `cost`: gives
@@ -663,6 +797,11 @@ impl McpSession {
             .filter(|t| !t.is_null())
             .cloned();
         let params = params.clone();
+        let requestor = self.requestor();
+        let reach = super::tasks::Reach {
+            out: out.clone(),
+            token: token.clone(),
+        };
         async move {
             let call = Call {
                 app: Arc::clone(&session.app),
@@ -700,7 +839,7 @@ impl McpSession {
                     () = call.cancel.cancelled() => return Err(CallError::Cancelled),
                 };
                 let work = FirstStep {
-                    call: Box::pin(tools::dispatch(&call, &params)),
+                    call: Box::pin(super::tasks::dispatch(&call, &params, requestor, reach)),
                     turn,
                 };
                 match token {

@@ -21,6 +21,8 @@ use crate::protocol::version::Revision;
 pub struct App {
     /// The job service (process-wide table, spawning, signalling).
     pub jobs: Jobs,
+    /// The MCP Tasks (SPEC §19): records beside the jobs they own.
+    pub tasks: crate::tasks::Tasks,
     /// Where jobs may start (SPEC §12.5).
     pub cwd: CwdPolicy,
     /// Secret redaction of returned output, when on (SPEC §12.6).

@@ -139,6 +139,11 @@ impl Tool {
                 }),
             };
         }
+        // Only `execute` may run as a task (SPEC §19); the others omit
+        // `execution`, which defaults to "forbidden".
+        if revision.has_task_augmentation() && std::ptr::eq(self, &execute::TOOL) {
+            v["execution"] = json!({"taskSupport": "optional"});
+        }
         v
     }
 }

@@ -220,6 +220,7 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
         .map_err(|e| match e {
             WaitError::Unknown(id) => ToolError::unknown(id),
             WaitError::OwnedByStream(id) => ToolError::OwnedByStream(id),
+            WaitError::OwnedByTask(id, task) => ToolError::OwnedByTask(id, task),
         })?;
     let mut claimed = Vec::new();
     let out: Vec<Entry> = entries
