@@ -13,6 +13,8 @@
 //! | [`Jobs::status`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern or goes quiet | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
+//! | [`Jobs::follow_raw`] | a job's raw stdout, gaps said, and how it ended; never takes the result | [`follow`] |
+//! | [`Jobs::attach_writer`] | the one attached terminal writer, or a takeover | [`attach`] |
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
@@ -35,6 +37,7 @@
 //!   epilogue that reports it (SPEC §17).
 //! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 
+mod attach;
 mod breaker;
 mod follow;
 mod launch;
@@ -55,7 +58,8 @@ use init::{Init, Signal, Step};
 use tokio::time::Instant;
 
 use crate::capture::StreamSpec;
-pub use follow::Event;
+pub use attach::{AttachError, WriterLease};
+pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};

@@ -282,6 +282,17 @@ pub enum Owner {
     // Later: `Task` (SPEC §19), which keeps the result until its TTL.
 }
 
+impl Owner {
+    /// The wire name: `caller` (an MCP client's `execute`/`wait`/`kill`),
+    /// `stream` (a `POST /exec` stream).
+    pub fn name(self) -> &'static str {
+        match self {
+            Owner::Caller => "caller",
+            Owner::Stream => "stream",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
