@@ -17,6 +17,8 @@
 //!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
 //! - [`files`]: `/files/<abs path>`: streamed file transfer and the file
 //!   API (SPEC §13.2).
+//! - [`tty`]: `GET /jobs/<id>/tty`, a human attached to a job's terminal
+//!   over a WebSocket (SPEC §20).
 //!
 //! # Disconnects (SPEC §10)
 //! When the client goes away, hyper drops the handler's future (JSON) or
@@ -44,6 +46,7 @@ mod read;
 mod reply;
 pub mod settings;
 mod state;
+mod tty;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -182,6 +185,8 @@ async fn accept(
                 .max_buf_size(MAX_HEAD_BYTES);
             if let Err(e) = builder
                 .serve_connection(TokioIo::new(stream), service)
+                // A WebSocket (`/jobs/<id>/tty`) takes the connection over.
+                .with_upgrades()
                 .await
             {
                 tracing::debug!(error = %e, "HTTP connection ended");
@@ -202,6 +207,11 @@ async fn handle(
     let mut reply = route(&state, listener, req).await;
     reply.body_mut().hold(active);
     Ok(reply)
+}
+
+/// The `<id>` of `/jobs/<id>/tty`.
+fn tty_job(path: &str) -> Option<&str> {
+    path.strip_prefix("/jobs/")?.strip_suffix("/tty")
 }
 
 /// The guard, then the endpoint. The metrics listener serves the probes
@@ -244,6 +254,10 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
         (Method::DELETE, "/mcp") => mcp::delete(state, &req),
         (Method::POST, "/exec") => exec::post(state, req).await,
         (_, p) if p.starts_with("/files/") || p == "/files" => files::handle(state, req).await,
+        (Method::GET, p) if let Some(id) = tty_job(p) => {
+            let id = id.to_owned();
+            tty::get(state, req, &id)
+        }
         (_, "/mcp") => mcp::not_allowed(),
         _ => status(StatusCode::NOT_FOUND, "not found"),
     }
