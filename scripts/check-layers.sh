@@ -8,6 +8,8 @@
 #    table: they name no `JobTable`, `Pending`, `Window`, `Redact` or stdin
 #    slot, and call no `.table()`. They call the verbs of `jobs::Jobs` and
 #    render the answers.
+# 3. `terminal` (the PTY screen and keys, SPEC §20) is a leaf: it names
+#    nothing else in the crate, so jobs, tools and transports can all use it.
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -32,6 +34,8 @@ check "jobs must not import protocol, tools or server" \
     src/jobs '\bcrate::(protocol|tools|server)\b|\bsuper::super::(protocol|tools|server)\b'
 check "the transport must not reach into the job table (use the verbs of jobs::Jobs)" \
     src/server/transport '\b(JobTable|Pending|Window|Redact|StdinSlot)\b|stdin[ _]slot|\.table\(\)'
+check "terminal is a leaf and must not name the rest of the crate" \
+    src/terminal '\bcrate::|\bsuper::super::'
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

@@ -6,7 +6,7 @@
 #              its input in fuzz/artifacts/<target>/;
 #   stable     otherwise: the same target functions as seeded randomized tests over the seeds
 #              (`cargo test --lib fuzzing`; they also run in every `cargo test`).
-# Bounded: 8 targets × 20 s plus the build (a few minutes cold, seconds warm).
+# Bounded: 9 targets × 20 s plus the build (a few minutes cold, seconds warm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

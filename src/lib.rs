@@ -41,6 +41,7 @@ mod policy;
 mod probe;
 mod protocol;
 mod server;
+mod terminal;
 mod tools;
 
 use config::Config;

@@ -76,3 +76,6 @@ mod sessions;
 
 /// What a person is told: bad flags, bad settings, fatal errors, tokens, `--help` (issue 19 §7).
 mod messages;
+
+/// Terminal jobs (SPEC §20): a PTY, its output stream, TERM and size, resize, C-d, session kill.
+mod terminal;

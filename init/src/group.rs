@@ -19,7 +19,10 @@
 //!
 //! Members that left the group with `setsid()`/`setpgid()` are out of a group
 //! signal's reach; only the PID-1 shutdown sweep (`kill(-1, …)`) still gets
-//! them.
+//! them. A terminal job's child leads a session of its own, and
+//! [`Init::escalate_session`] reaches every group of that session (a
+//! job-control shell's jobs); a process that left the session with
+//! `setsid()` is out of its reach too.
 
 use std::io;
 use std::time::Duration;
@@ -177,6 +180,46 @@ impl Init {
             Some(t) => Ok(t.outcome),
             None => Ok(Escalation::default()),
         }
+    }
+
+    /// [`Init::escalate`] for a terminal job (SPEC §20), whose child leads
+    /// session `sid` as well as group `sid`: every step signals group `sid`
+    /// and every other group of the session found when the escalation
+    /// starts (the jobs of a job-control shell, `bash -i`, each in a group
+    /// of its own), and dead means all of them are, as observed for a group.
+    /// The outcome is group `sid`'s, with the other groups' survivors added
+    /// to its step's survivors.
+    pub async fn escalate_session(
+        &self,
+        sid: Pid,
+        steps: &[Step],
+        on_wait: impl FnMut(DeathWait),
+    ) -> Result<Escalation, SignalError> {
+        let mut groups = vec![sid];
+        groups.extend(procinfo::session_groups(sid.0).into_iter().map(Pid));
+        let mut tracked = self
+            .escalate_groups(&groups, steps, on_wait)
+            .await
+            .into_iter();
+        let Some(leader) = tracked.next() else {
+            return Ok(Escalation::default());
+        };
+        if let Some(e) = leader.error {
+            return Err(e);
+        }
+        let mut outcome = leader.outcome;
+        for other in tracked {
+            outcome.dead &= other.outcome.dead || other.error.is_some();
+            outcome.already_dead &= other.outcome.already_dead;
+            outcome.escalated |= other.outcome.escalated;
+            for s in other.outcome.survived {
+                match outcome.survived.iter_mut().find(|m| m.after == s.after) {
+                    Some(mine) => mine.members.extend(s.members),
+                    None => outcome.survived.push(s),
+                }
+            }
+        }
+        Ok(outcome)
     }
 
     /// [`Init::escalate`] for many groups at once: each step signals every

@@ -50,6 +50,7 @@
 pub mod group;
 pub mod intake;
 pub mod procinfo;
+pub mod pty;
 pub mod reaper;
 pub mod shutdown;
 pub mod signal;
@@ -65,12 +66,13 @@ use tokio::sync::{mpsc, watch};
 pub use group::{DeathWait, Escalation, SignalError, Step, Survived, group_exists, signal_group};
 pub use intake::Event;
 pub use procinfo::Survivor;
+pub use pty::{TerminalDevice, WindowSize};
 pub use reaper::{ExitStatus, ExitWatch, Reaped, ReaperGone, UsageWatch};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
 pub use spawn::{
     Credentials, Cwd, Extras, Limit, MainCommand, Program, Resource, Setup, SpawnError, SpawnSpec,
-    Spawned, errno_text,
+    Spawned, SpawnedTerminal, errno_text,
 };
 
 /// Returns free heap memory to the kernel; call when the application goes

@@ -112,6 +112,24 @@ pub fn group_members(pgid: i32) -> Vec<Survivor> {
     scan(|stat| stat.pgrp == pgid)
 }
 
+/// The process groups of session `sid` other than its own (group `sid`):
+/// the groups a job-control shell on a terminal job's terminal puts its
+/// jobs in. From one scan of /proc, in pgid order.
+pub fn session_groups(sid: i32) -> Vec<i32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let mut groups: Vec<i32> = all
+        .flatten()
+        .filter_map(|p| p.stat().ok())
+        .filter(|s| s.session == sid && s.pgrp != sid)
+        .map(|s| s.pgrp)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
 /// Every process except this one (used as PID 1, where that is everything
 /// left in the namespace).
 pub fn everyone_else() -> Vec<Survivor> {

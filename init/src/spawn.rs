@@ -10,6 +10,9 @@
 //! server's, a path, or an open directory descriptor); the server's
 //! environment with `env` layered on top; and the [`Setup`] it asks for
 //! (user and groups, resource limits, `oom_score_adj`, SPEC §16).
+//! A terminal job ([`Init::spawn_terminal`], SPEC §20) gets a new session
+//! instead of a new group, and a pseudo-terminal's slave as its stdin,
+//! stdout, stderr and controlling terminal instead of the pipes.
 //!
 //! Every job is started by one path: a `clone(CLONE_VM | CLONE_VFORK)`
 //! child of our own (`sys::clone_vfork`) — what glibc's `posix_spawnp` does,
@@ -26,7 +29,8 @@
 //! none of the set-up but a terminal hand-over, keeps glibc's `posix_spawnp`.
 //!
 //! The child's steps, in order: dispositions (every one to `SIG_DFL`),
-//! `setpgid`, `oom_score_adj` (before the
+//! `setpgid` (a terminal job: `setsid`, then `TIOCSCTTY` on the slave),
+//! `oom_score_adj` (before the
 //! identity changes: after it `/proc/self` belongs to root), resource
 //! limits, `setgroups`/`setresgid`/`setresuid`, `chdir`/`fchdir` (as the
 //! job's user, so it must be allowed in; before the descriptor copies, so a
@@ -284,6 +288,21 @@ pub struct Spawned {
     pub exit: ExitWatch,
 }
 
+/// A started terminal job (SPEC §20), from [`Init::spawn_terminal`].
+#[derive(Debug)]
+pub struct SpawnedTerminal {
+    /// Its pid, which is also its process-group id and its session id.
+    pub pid: Pid,
+    /// The terminal's master: non-blocking and close-on-exec. Its input is
+    /// the job's stdin, its output the job's stdout and stderr; it reads
+    /// `EIO` once no process holds the slave any more.
+    pub master: OwnedFd,
+    /// The terminal the job runs on.
+    pub device: crate::pty::TerminalDevice,
+    /// Resolves when the reaper has reaped it.
+    pub exit: ExitWatch,
+}
+
 /// The container's main command in init mode, started by
 /// [`Init::spawn_main`].
 #[derive(Debug)]
@@ -321,6 +340,10 @@ pub enum SpawnError {
     /// A string that must go to the kernel contains a NUL byte.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
+    /// A terminal could not be allocated (no free pseudo-terminal:
+    /// `EAGAIN`; no `/dev/ptmx`: `ENOENT`).
+    #[error("allocating a terminal: {0}")]
+    Terminal(#[source] io::Error),
     /// A set-up step of the child ([`Setup`]) failed before `exec`.
     #[error("setting up the job: {step}: {reason}")]
     Setup {
@@ -341,7 +364,7 @@ impl SpawnError {
         let errno = match self {
             SpawnError::Exec { errno, .. } => *errno,
             SpawnError::Setup { errno, .. } => Some(*errno),
-            SpawnError::Pipe(e) => e.raw_os_error(),
+            SpawnError::Pipe(e) | SpawnError::Terminal(e) => e.raw_os_error(),
             SpawnError::Chdir { .. } | SpawnError::Nul(_) => None,
         };
         use nix::libc::{EAGAIN, EMFILE, ENFILE, ENOMEM};
@@ -459,6 +482,68 @@ impl Init {
 
     /// [`Init::spawn`] with [`Extras`].
     pub fn spawn_with(&self, spec: &SpawnSpec, extras: Extras<'_>) -> Result<Spawned, SpawnError> {
+        let (stdin_r, stdin_w) = pipe()?;
+        let (stdout_r, stdout_w) = pipe()?;
+        let (stderr_r, stderr_w) = pipe()?;
+        let stdio = [
+            stdin_r.as_raw_fd(),
+            stdout_w.as_raw_fd(),
+            stderr_w.as_raw_fd(),
+        ];
+        let (pid, exit) = self.spawn_child(spec, extras, stdio, None)?;
+        // The child's ends are closed here; the child has its own copies.
+        Ok(Spawned {
+            pid: Pid(pid),
+            stdin: stdin_w,
+            stdout: stdout_r,
+            stderr: stderr_r,
+            exit,
+        })
+    }
+
+    /// Starts a terminal job (SPEC §20): a new pseudo-terminal of `size`
+    /// ([`crate::pty::open`]) whose slave is the child's stdin, stdout,
+    /// stderr and controlling terminal, the child a session leader
+    /// (`setsid`: its session id and process-group id are its pid, so a
+    /// group signal reaches it as it reaches a pipe job). Everything else is
+    /// [`Init::spawn_with`]'s. The server keeps only the master.
+    pub fn spawn_terminal(
+        &self,
+        spec: &SpawnSpec,
+        extras: Extras<'_>,
+        size: crate::pty::WindowSize,
+    ) -> Result<SpawnedTerminal, SpawnError> {
+        let pty = crate::pty::open(size).map_err(SpawnError::Terminal)?;
+        if let Some(user) = &spec.setup.user {
+            // A job of another user can then reopen its own terminal by
+            // name (`ttyname`, as `ssh` and `sudo` do), as a login's can.
+            rustix::fs::fchown(&pty.slave, Some(rustix::fs::Uid::from_raw(user.uid)), None)
+                .map_err(|e| SpawnError::Terminal(e.into()))?;
+        }
+        let slave = pty.slave.as_raw_fd();
+        let (pid, exit) = self.spawn_child(spec, extras, [slave; 3], Some(slave))?;
+        // The slave goes here: from now on only the job's processes hold
+        // it, and the master reads EIO when the last of them closes it.
+        drop(pty.slave);
+        Ok(SpawnedTerminal {
+            pid: Pid(pid),
+            master: pty.master,
+            device: pty.device,
+            exit,
+        })
+    }
+
+    /// The one spawn path: prepares the child's plan (argv, environment,
+    /// `PATH` candidates, limits, identity, descriptors `stdio` onto 0, 1,
+    /// 2, and a terminal to make controlling) and clones the child with the
+    /// reaper's registry locked.
+    fn spawn_child(
+        &self,
+        spec: &SpawnSpec,
+        extras: Extras<'_>,
+        stdio: [i32; 3],
+        terminal: Option<i32>,
+    ) -> Result<(i32, ExitWatch), SpawnError> {
         let argv: Vec<OsString> = match &spec.program {
             Program::Shell(command) => {
                 let shell = std::env::var_os("SHELL")
@@ -501,20 +586,14 @@ impl Init {
                 crate::sys::Chdir::Path(&path_cwd)
             }
         };
-        let (stdin_r, stdin_w) = pipe()?;
-        let (stdout_r, stdout_w) = pipe()?;
-        let (stderr_r, stderr_w) = pipe()?;
         let origin = &self.shared.origin;
         let programs = exec_candidates(&program);
         let argv_p = pointers(argv.iter().map(CString::as_c_str));
         let envp_p = pointers(envp.iter().copied());
-        // In order, like posix_spawn's file actions: the three pipe ends,
-        // then the one extra descriptor a shell session's epilogue writes to.
-        let mut dup2 = vec![
-            (stdin_r.as_raw_fd(), 0),
-            (stdout_w.as_raw_fd(), 1),
-            (stderr_w.as_raw_fd(), 2),
-        ];
+        // In order, like posix_spawn's file actions: the three stdio
+        // descriptors, then the one extra descriptor a shell session's
+        // epilogue writes to.
+        let mut dup2 = vec![(stdio[0], 0), (stdio[1], 1), (stdio[2], 2)];
         dup2.extend(extras.fd.map(|(fd, target)| (fd.as_raw_fd(), target)));
         let oom_text = spec.setup.oom_score_adj.map(|v| v.to_string());
         let rlimits: Vec<crate::sys::Rlimit> = spec
@@ -545,37 +624,27 @@ impl Init {
                 gid: u.gid,
                 groups: &u.groups,
             }),
+            terminal,
         };
 
-        let (pid, exit) = {
-            // The lock is held from before the clone until the pid is
-            // registered (see the module doc); a child whose set-up failed
-            // is reaped here, inside it, as glibc's posix_spawn does.
-            let mut registry = self.shared.reaper.lock();
-            match crate::sys::clone_vfork(&plan) {
-                Ok(pid) => {
-                    let (tx, rx) = oneshot::channel();
-                    registry.insert(pid, tx);
-                    (pid, ExitWatch(rx))
-                }
-                Err((step, errno, child)) => {
-                    if let Some(child) = child {
-                        crate::sys::waitpid_blocking(child);
-                    }
-                    drop(registry);
-                    return Err(child_error(step, errno, program_name, &spec.cwd));
-                }
+        // The lock is held from before the clone until the pid is
+        // registered (see the module doc); a child whose set-up failed
+        // is reaped here, inside it, as glibc's posix_spawn does.
+        let mut registry = self.shared.reaper.lock();
+        match crate::sys::clone_vfork(&plan) {
+            Ok(pid) => {
+                let (tx, rx) = oneshot::channel();
+                registry.insert(pid, tx);
+                Ok((pid, ExitWatch(rx)))
             }
-        };
-
-        // The child's ends are closed here; the child has its own copies.
-        Ok(Spawned {
-            pid: Pid(pid),
-            stdin: stdin_w,
-            stdout: stdout_r,
-            stderr: stderr_r,
-            exit,
-        })
+            Err((step, errno, child)) => {
+                if let Some(child) = child {
+                    crate::sys::waitpid_blocking(child);
+                }
+                drop(registry);
+                Err(child_error(step, errno, program_name, &spec.cwd))
+            }
+        }
     }
 }
 
@@ -607,6 +676,8 @@ fn child_error(step: ChildStep, errno: i32, program: String, cwd: &Cwd) -> Spawn
             },
         },
         ChildStep::Setpgid => setup("setpgid"),
+        ChildStep::Setsid => setup("setsid"),
+        ChildStep::Controlling => setup("TIOCSCTTY"),
         ChildStep::OomScoreAdj => setup("oom_score_adj"),
         ChildStep::Rlimit(raw) => setup(&format!(
             "setrlimit {}",

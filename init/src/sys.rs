@@ -322,6 +322,10 @@ pub(crate) struct Creds<'a> {
 pub(crate) enum ChildStep {
     /// `setpgid(0, 0)`.
     Setpgid,
+    /// `setsid()` (a terminal job).
+    Setsid,
+    /// `ioctl(TIOCSCTTY)` on the terminal job's slave.
+    Controlling,
     /// Writing `/proc/self/oom_score_adj`.
     OomScoreAdj,
     /// `prlimit64` of this resource.
@@ -366,6 +370,11 @@ pub(crate) struct ChildPlan<'a> {
     pub(crate) rlimits: &'a [Rlimit],
     /// The identity to take.
     pub(crate) creds: Option<Creds<'a>>,
+    /// A terminal job's slave: the child calls `setsid` instead of
+    /// `setpgid` (a new session whose id, like its group's, is its pid)
+    /// and makes this descriptor its controlling terminal (`TIOCSCTTY`)
+    /// before the descriptor copies put it on 0, 1 and 2.
+    pub(crate) terminal: Option<i32>,
 }
 
 /// A signal set as the kernel's 64-bit mask (signal n at bit n-1).
@@ -390,7 +399,8 @@ const CHILD_STACK: usize = 64 * 1024;
 /// `clone(CLONE_VM | CLONE_VFORK | SIGCHLD)`: starts a child that shares our
 /// memory and runs [`ChildPlan`] (signal dispositions reset, new process
 /// group, `oom_score_adj`, resource limits, groups, gid, uid, working
-/// directory, descriptors, signal mask, `execve`) with raw system calls only,
+/// directory, descriptors, signal mask, `execve`; a terminal job's child
+/// `setsid` and `TIOCSCTTY` in place of `setpgid`) with raw system calls only,
 /// while this thread is suspended by the kernel until the child has
 /// executed or exited. This is what glibc's `posix_spawn` does, with the set-up
 /// steps `posix_spawn` lacks. Every signal is blocked in this thread around
@@ -596,8 +606,24 @@ fn child_steps(plan: &ChildPlan<'_>) -> (ChildStep, i32) {
             8usize
         );
     }
-    if let Err(e) = raw!(libc::SYS_setpgid, 0, 0) {
-        return (ChildStep::Setpgid, e);
+    match plan.terminal {
+        None => {
+            if let Err(e) = raw!(libc::SYS_setpgid, 0, 0) {
+                return (ChildStep::Setpgid, e);
+            }
+        }
+        Some(slave) => {
+            // setsid also makes the child its group's leader (pgid = pid),
+            // so a group kill reaches the job as it reaches a pipe job.
+            if let Err(e) = raw!(libc::SYS_setsid) {
+                return (ChildStep::Setsid, e);
+            }
+            // A new session has no controlling terminal: this one becomes
+            // it, and the child's group its foreground group.
+            if let Err(e) = raw!(libc::SYS_ioctl, slave, libc::TIOCSCTTY, 0) {
+                return (ChildStep::Controlling, e);
+            }
+        }
     }
     // Before the identity changes: once it has, /proc/self belongs to root
     // (the process is no longer dumpable) and the write would be refused.

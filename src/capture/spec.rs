@@ -251,6 +251,16 @@ impl Default for CapturePolicy {
 }
 
 impl CapturePolicy {
+    /// A terminal job's default (SPEC §20): its one stream, `stdout`, on
+    /// both sides, since its diagnostics are on the terminal too.
+    pub fn terminal() -> Self {
+        let stdout = StreamPair::new(StreamSpec::All, StreamSpec::None);
+        Self {
+            on_success: stdout.clone(),
+            on_error: stdout,
+        }
+    }
+
     /// `None` (field absent) or JSON null gives the default. An object `{on_success?,
     /// on_error?}`: each side is a shorthand string `"stdout"` | `"stderr"` | `"all"` (both) |
     /// `"none"`, or an object `{stdout?: spec, stderr?: spec}`.

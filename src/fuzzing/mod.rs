@@ -32,6 +32,7 @@ mod redaction;
 mod signal;
 #[cfg(test)]
 mod stable;
+mod terminal;
 mod utf8;
 
 pub use capture::capture;
@@ -41,6 +42,7 @@ pub use http_checks::http_checks;
 pub use line_framing::line_framing;
 pub use redaction::redaction;
 pub use signal::signal;
+pub use terminal::terminal;
 pub use utf8::utf8;
 
 /// Reads an input as a sequence of small decisions: a byte at a time, then

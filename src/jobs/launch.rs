@@ -24,7 +24,8 @@ use tokio::time::Instant;
 use super::runner::{self, ShellSessionRun};
 use super::shell_session::{self, Refused};
 use super::state::{JobState, ShellSessionUse};
-use super::table::{Admitted, Claim, Job, QueueFull};
+use super::table::{Admitted, Claim, Job, QueueFull, StdinWriter};
+use super::terminal::Terminal;
 use super::{JobId, Jobs, Owner, Pending, Shared};
 use crate::capture::CapturePolicy;
 use crate::policy::cwd::Refusal;
@@ -63,6 +64,8 @@ pub struct Launch {
     pub window: usize,
     /// Who receives its result.
     pub owner: Owner,
+    /// Run it on a terminal of this size instead of pipes (SPEC §20).
+    pub tty: Option<init::WindowSize>,
 }
 
 /// How a launch went.
@@ -122,6 +125,35 @@ pub enum LaunchError {
     DeliveredElsewhere(JobId),
 }
 
+/// A spawned child, on pipes or on a terminal.
+enum Spawned {
+    Pipes(init::Spawned),
+    Terminal(init::SpawnedTerminal, init::WindowSize),
+}
+
+impl Spawned {
+    fn pid(&self) -> init::Pid {
+        match self {
+            Spawned::Pipes(s) => s.pid,
+            Spawned::Terminal(s, _) => s.pid,
+        }
+    }
+}
+
+/// The terminal type a terminal job's programs see: `TERM=xterm-256color`
+/// (what the screen's parser understands), unless the job's own
+/// environment names one.
+const TERM: (&str, &str) = ("TERM", "xterm-256color");
+
+/// `spec` with [`TERM`] under its own variables (a job's `env` wins).
+fn with_term(spec: &SpawnSpec) -> SpawnSpec {
+    let mut spec = spec.clone();
+    if !spec.env.iter().any(|(k, _)| k == TERM.0) {
+        spec.env.insert(0, (TERM.0.into(), TERM.1.into()));
+    }
+    spec
+}
+
 /// Why a step of a start failed.
 enum StartFailed {
     /// The breaker refused the spawn.
@@ -170,6 +202,7 @@ impl Jobs {
             timeout: l.timeout,
             idle_timeout: l.idle_timeout,
             shell_session,
+            terminal: l.tty,
         };
         let id = shared.table.next_id();
         let mut job = Job::queued(id, pending, l.capture, l.label, l.window);
@@ -221,6 +254,7 @@ impl Jobs {
             timeout: None,
             idle_timeout: None,
             shell_session: None,
+            terminal: l.tty,
         };
         let mut job = Job::queued(self.shared.table.next_id(), pending, l.capture, l.label, 0);
         job.owner = l.owner;
@@ -285,6 +319,7 @@ impl Shared {
             timeout,
             idle_timeout,
             shell_session,
+            terminal,
             ..
         } = pending;
         let (state_pipe, complete_env) = match shell_session {
@@ -302,38 +337,46 @@ impl Shared {
             .iter()
             .find(|l| l.resource == init::Resource::CpuSeconds)
             .map(|l| l.soft);
-        let spawned = self.spawn(id, &spec, state_pipe.as_ref(), complete_env);
+        let spawned = self.spawn(id, &spec, state_pipe.as_ref(), complete_env, terminal);
         // The child has its copy of the write end; ours must go, or the
         // state pipe would never reach EOF.
         if let (Some(run), Some((read, _write))) = (run.as_mut(), state_pipe) {
             run.state = pipe::Receiver::from_owned_fd(read).ok();
         }
         let spawned = spawned?;
-        let pid = spawned.pid;
-        let pipes = (|| -> std::io::Result<_> {
-            Ok((
-                pipe::Sender::from_owned_fd(spawned.stdin)?,
-                pipe::Receiver::from_owned_fd(spawned.stdout)?,
-                pipe::Receiver::from_owned_fd(spawned.stderr)?,
-            ))
+        let pid = spawned.pid();
+        let registered = (|| -> std::io::Result<_> {
+            Ok(match spawned {
+                Spawned::Pipes(s) => {
+                    let output = runner::Output::Pipes {
+                        stdout: pipe::Receiver::from_owned_fd(s.stdout)?,
+                        stderr: pipe::Receiver::from_owned_fd(s.stderr)?,
+                    };
+                    let stdin = StdinWriter::Pipe(pipe::Sender::from_owned_fd(s.stdin)?);
+                    (stdin, None, output, s.exit)
+                }
+                Spawned::Terminal(s, size) => {
+                    let t = Arc::new(Terminal::new(s.master, s.device, size)?);
+                    let stdin = StdinWriter::Terminal(Arc::clone(&t));
+                    let output = runner::Output::Terminal(Arc::clone(&t));
+                    (stdin, Some(t), output, s.exit)
+                }
+            })
         })();
-        let (stdin, stdout, stderr) = pipes.map_err(|e| {
-            // Registering fresh pipes with the reactor does not fail in
-            // practice; do not leave the child behind if it does. Its exit
-            // watch is dropped, so the reaper treats it as an orphan.
+        let (stdin, terminal, output, exit) = registered.map_err(|e| {
+            // Registering fresh descriptors with the reactor does not fail
+            // in practice; do not leave the child behind if it does. Its
+            // exit watch is dropped, so the reaper treats it as an orphan.
             let _ = init::signal_group(pid, Signal::KILL);
             StartFailed::Error(format!("setting up pipes: {e}"))
         })?;
         let removed = self.table.with(id, |j| j.removed.clone());
-        let (true, Some(removed)) = (self.table.started(id, pid, Some(stdin)), removed) else {
+        let (true, Some(removed)) = (self.table.started(id, pid, Some(stdin), terminal), removed)
+        else {
             let _ = init::signal_group(pid, Signal::KILL);
             return Err(StartFailed::Gone);
         };
-        let io = runner::Io {
-            stdout,
-            stderr,
-            exit: spawned.exit,
-        };
+        let io = runner::Io { output, exit };
         let limits = runner::Limits {
             deadline: timeout.map(|t| Instant::now() + t),
             idle: idle_timeout,
@@ -395,14 +438,16 @@ impl Shared {
         Ok((state_pipe, complete_env))
     }
 
-    /// Spawns the job behind the breaker (SPEC §12.7).
+    /// Spawns the job behind the breaker (SPEC §12.7), on pipes or on a
+    /// terminal of size `terminal` (SPEC §20).
     fn spawn(
         &self,
         id: JobId,
         spec: &SpawnSpec,
         state_pipe: Option<&(OwnedFd, OwnedFd)>,
         complete_env: bool,
-    ) -> Result<init::Spawned, StartFailed> {
+        terminal: Option<init::WindowSize>,
+    ) -> Result<Spawned, StartFailed> {
         if let Err(refusal) = self.breaker.check() {
             crate::metrics::spawn_failed("breaker_open");
             return Err(StartFailed::Breaker(refusal));
@@ -411,7 +456,14 @@ impl Shared {
             fd: state_pipe.map(|(_, w)| (w.as_fd(), shell_session::STATE_FD)),
             complete_env,
         };
-        let spawned = self.init.spawn_with(spec, extras).map_err(|e| {
+        let spawned = match terminal {
+            None => self.init.spawn_with(spec, extras).map(Spawned::Pipes),
+            Some(size) => self
+                .init
+                .spawn_terminal(&with_term(spec), extras, size)
+                .map(|s| Spawned::Terminal(s, size)),
+        };
+        let spawned = spawned.map_err(|e| {
             self.breaker.failed(&e);
             crate::metrics::spawn_failed("spawn_error");
             StartFailed::Error(e.to_string())

@@ -18,6 +18,7 @@
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
+//! | [`Jobs::is_tty`], [`Jobs::resize`], [`Jobs::terminal_device`] | terminal jobs (SPEC §20) | [`terminal`] |
 //!
 //! Every job has one [`Owner`], set at launch: the caller (whoever claims
 //! the result first) or a stream (only it delivers; SPEC §11.2). Jobs are
@@ -35,6 +36,7 @@
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
 //! - [`shell_session`]: shell sessions, their lanes, their state and the
 //!   epilogue that reports it (SPEC §17).
+//! - [`terminal`]: a terminal job's pseudo-terminal (SPEC §20).
 //! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 
 mod attach;
@@ -49,6 +51,7 @@ mod signal;
 mod state;
 mod stdin;
 mod table;
+mod terminal;
 mod wait;
 
 use std::sync::Arc;
@@ -60,6 +63,7 @@ use tokio::time::Instant;
 use crate::capture::StreamSpec;
 pub use attach::{AttachError, WriterLease};
 pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
+pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
@@ -69,6 +73,7 @@ use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};
+pub use terminal::{DEFAULT_SIZE, MAX_DIMENSION, TerminalError, window_size};
 pub use wait::{Trigger, Until, WaitEntry, WaitError};
 
 /// How long to wait for SIGKILL to take effect after a grace.
@@ -250,7 +255,7 @@ impl Jobs {
                 Step::new(Signal::TERM, shared.grace),
                 Step::new(Signal::KILL, KILL_WAIT),
             ];
-            match shared.init.escalate(pgid, &steps, |_| {}).await {
+            match shared.escalate(id, pgid, &steps, |_| {}).await {
                 Ok(e) if e.dead || e.already_dead => shared.terminal(id).await,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(job = %id, error = %e, "tearing a job down"),
@@ -265,14 +270,37 @@ impl Jobs {
     pub async fn shutdown(&self) -> init::ShutdownReport {
         let shared = &self.shared;
         shared.table.set_cause_all(Cause::Shutdown);
-        shared
-            .init
-            .shutdown(shared.table.pgids(), shared.grace)
-            .await
+        let mut groups = Vec::new();
+        for (pgid, tty) in shared.table.pgids() {
+            groups.push(pgid);
+            if tty {
+                // A terminal job's session may hold more groups (SPEC §20).
+                let others = init::procinfo::session_groups(pgid.0);
+                groups.extend(others.into_iter().map(init::Pid));
+            }
+        }
+        shared.init.shutdown(groups, shared.grace).await
     }
 }
 
 impl Shared {
+    /// The one escalation of a job's processes: its group, and for a
+    /// terminal job every group of its session (SPEC §20: `kill` reaches
+    /// the session), with death observed as for a group.
+    async fn escalate(
+        &self,
+        id: JobId,
+        pgid: init::Pid,
+        steps: &[Step],
+        on_wait: impl FnMut(init::DeathWait),
+    ) -> Result<init::Escalation, init::SignalError> {
+        if self.table.with(id, |j| j.tty.is_tty()).unwrap_or(false) {
+            self.init.escalate_session(pgid, steps, on_wait).await
+        } else {
+            self.init.escalate(pgid, steps, on_wait).await
+        }
+    }
+
     /// Waits until job `id` is terminal or has left the table (its runner
     /// reads the last output before it marks it terminal).
     async fn terminal(&self, id: JobId) {
@@ -305,7 +333,7 @@ impl Shared {
                 Step::new(Signal::TERM, shared.grace),
                 Step::new(Signal::KILL, KILL_WAIT),
             ];
-            if let Err(e) = shared.init.escalate(pgid, &steps, |_| {}).await {
+            if let Err(e) = shared.escalate(id, pgid, &steps, |_| {}).await {
                 tracing::warn!(job = %id, error = %e, "ending a job at its deadline");
             }
         });

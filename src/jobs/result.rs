@@ -1,7 +1,7 @@
 //! The wire shapes of a job (SPEC §4.1, §4.4, §12), as typed structs.
 //!
 //! Field order is the declaration order: `job_id`, `state`, `queued_for`,
-//! `label`, `exit_code`, `signal`, `signal_number`, `start_error`,
+//! `label`, `tty`, `exit_code`, `signal`, `signal_number`, `start_error`,
 //! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `stdout`,
 //! `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
@@ -18,7 +18,8 @@
 //!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
 //!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
 //!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
-//!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited).
+//!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited),
+//!   `tty: true` for a job on a pseudo-terminal (SPEC §20).
 //!   A 2024-11-05 session sees exactly the reference shapes.
 //!
 //! Which of these a result shows is [`Fields`]: a front-end picks it from
@@ -74,6 +75,9 @@ pub struct Status {
     /// The job's label.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// `true` for a terminal job (SPEC §20); absent for a pipe job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<bool>,
     /// Only when terminal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -110,6 +114,7 @@ impl Status {
             state,
             queued_for: (part_two && *phase == JobPhase::Queued).then_some(QUEUED_FOR[0]),
             label: label.filter(|_| part_two).map(str::to_owned),
+            tty: None,
             exit_code: None,
             signal: None,
             signal_number: None,
@@ -142,6 +147,15 @@ impl Status {
             fields,
         )
         .waiting_for_shell_session(job.waits_for_shell_session)
+        .on_terminal(job.tty.is_tty(), fields)
+    }
+
+    /// `tty: true` for a terminal job, in the fields that have it.
+    fn on_terminal(mut self, tty: bool, fields: Fields) -> Status {
+        if tty && fields.has_part_two() {
+            self.tty = Some(true);
+        }
+        self
     }
 
     /// `queued_for: "shell_session"` for a job queued behind an earlier job
@@ -157,6 +171,7 @@ impl Status {
     pub fn listed(l: &Listed, fields: Fields) -> Status {
         Status::new(l.id, &l.phase, None, l.label.as_deref(), fields)
             .waiting_for_shell_session(l.waits_for_shell_session)
+            .on_terminal(l.tty, fields)
     }
 
     /// How a job ended whose result another request took.

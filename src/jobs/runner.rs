@@ -23,6 +23,7 @@ use std::time::Duration;
 use init::{Pid, Signal};
 use tokio::time::Instant;
 
+use super::terminal::Terminal;
 use super::{Cause, ExitOutcome, JobId, JobTable, Shared, Stream, shell_session, sleep_until_opt};
 
 /// Read size. One buffer per runtime thread, not per job: reads are
@@ -70,16 +71,29 @@ pub fn release_buffer() {
     });
 }
 
-/// The pipes and exit watch a runner owns.
+/// The output and exit watch a runner owns.
 pub struct Io {
-    /// Read end of stdout.
-    pub stdout: pipe::Receiver,
-    /// Read end of stderr.
-    pub stderr: pipe::Receiver,
+    /// Where the job's output comes from.
+    pub output: Output,
     /// The direct child's exit.
     pub exit: ExitWatch,
 }
 
+/// A job's output: two pipes, or a terminal job's master (SPEC §20), whose
+/// bytes are its `stdout`.
+pub enum Output {
+    /// A pipe job's stdout and stderr read ends.
+    Pipes {
+        /// Read end of stdout.
+        stdout: pipe::Receiver,
+        /// Read end of stderr.
+        stderr: pipe::Receiver,
+    },
+    /// A terminal job's terminal.
+    Terminal(Arc<Terminal>),
+}
+
+#[derive(Debug, PartialEq, Eq)]
 enum Read {
     Open,
     Eof,
@@ -290,15 +304,16 @@ pub(crate) async fn run(
     limits: Limits,
     mut session: Option<ShellSessionRun>,
 ) {
-    let Io {
-        stdout,
-        stderr,
-        exit,
-    } = io;
+    let Io { output, exit } = io;
     let mut exit = exit.with_usage();
     let table = &shared.table;
-    let mut out = Some(stdout);
-    let mut err = Some(stderr);
+    let (mut out, mut err, term) = match output {
+        Output::Pipes { stdout, stderr } => (Some(stdout), Some(stderr), None),
+        Output::Terminal(t) => (None, None, Some(t)),
+    };
+    // `term` itself never changes (a readiness guard borrows it); this
+    // says whether its output is still open.
+    let mut term_open = term.is_some();
     let mut exited = false;
     let mut expired = false;
     let mut last_output = Instant::now();
@@ -315,6 +330,11 @@ pub(crate) async fn run(
                     if let Some(rx) = rx {
                         drain_present(table, id, stream, rx);
                     }
+                }
+                if let Some(t) = term.as_deref().filter(|_| term_open)
+                    && drain_terminal(table, id, t) == Read::Eof
+                {
+                    term_open = false;
                 }
                 let ended = match status {
                     Ok(Reaped { status: ExitStatus::Exited(code), cpu }) => Ended {
@@ -392,8 +412,20 @@ pub(crate) async fn run(
                     return;
                 }
             }
+            ready = terminal_readable(term.as_deref()), if term_open => {
+                last_output = Instant::now();
+                let read = match ready {
+                    Ok(guard) => read_terminal(table, id, guard),
+                    Err(_) => Read::Eof,
+                };
+                match read {
+                    Read::Open => {}
+                    Read::Eof => term_open = false,
+                    Read::Gone => return,
+                }
+            }
         }
-        if exited && out.is_none() && err.is_none() {
+        if exited && out.is_none() && err.is_none() && !term_open {
             return;
         }
     }
@@ -427,4 +459,81 @@ async fn readable(rx: Option<&pipe::Receiver>) -> io::Result<()> {
         Some(rx) => rx.readable().await,
         None => std::future::pending().await,
     }
+}
+
+async fn terminal_readable(
+    t: Option<&Terminal>,
+) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, std::os::fd::OwnedFd>> {
+    match t {
+        Some(t) => t.master().readable().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads what a terminal's master has now (up to `READS_PER_WAKE` chunks)
+/// into the job's `stdout`. `EIO` is the end of the output, not an error:
+/// the master reads it once no process holds the slave any more (the
+/// job's processes have all exited or closed their terminal).
+fn read_terminal(
+    table: &JobTable,
+    id: JobId,
+    mut guard: tokio::io::unix::AsyncFdReadyGuard<'_, std::os::fd::OwnedFd>,
+) -> Read {
+    with_buffer(|buf| {
+        for _ in 0..READS_PER_WAKE {
+            match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut *buf)?)) {
+                Err(_would_block) => return Read::Open,
+                Ok(Ok(0)) => return Read::Eof,
+                Ok(Ok(n)) => {
+                    if !table.push_output(id, Stream::Stdout, &buf[..n]) {
+                        return Read::Gone;
+                    }
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) if e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()) => {
+                    return Read::Eof;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(job = %id, error = %e, "reading a terminal job's output");
+                    return Read::Eof;
+                }
+            }
+        }
+        Read::Open
+    })
+}
+
+/// The most a terminal job's exit drains before it is marked terminal:
+/// more than a terminal's buffers hold (the line discipline's 4 KiB and
+/// the pty's flip buffers, 64 KiB), so everything the child wrote before
+/// it exited is read, while a descendant that keeps writing cannot hold
+/// the result back.
+const TERMINAL_DRAIN: usize = 4 * CHUNK;
+
+/// Reads what a terminal job wrote before its direct child exited. Unlike
+/// a pipe's, a terminal's bytes may still be on their way from the slave
+/// to the master when the child is reaped (the pty hands them on from a
+/// kernel work queue); a read of the master waits for that hand-over
+/// before it answers `EAGAIN` (`n_tty_read` flushes the port's buffer
+/// work first), so reading until `EAGAIN` (or `EIO`, the end) gets them
+/// all, with no settle delay. Bounded by [`TERMINAL_DRAIN`].
+fn drain_terminal(table: &JobTable, id: JobId, t: &Terminal) -> Read {
+    let fd = t.master().get_ref();
+    let mut read = 0;
+    with_buffer(|buf| {
+        while read < TERMINAL_DRAIN {
+            match rustix::io::read(fd, &mut *buf) {
+                Ok(0) | Err(rustix::io::Errno::IO) => return Read::Eof,
+                Ok(n) => {
+                    read += n;
+                    if !table.push_output(id, Stream::Stdout, &buf[..n]) {
+                        return Read::Gone;
+                    }
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return Read::Open,
+            }
+        }
+        Read::Open
+    })
 }

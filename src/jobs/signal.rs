@@ -145,7 +145,7 @@ impl Jobs {
         for step in &steps {
             table.note_kill(id, step.signal);
         }
-        let mut done = shared.init.escalate(pgid, &steps, on_wait).await?;
+        let mut done = shared.escalate(id, pgid, &steps, on_wait).await?;
         if done.already_dead {
             shared.terminal(id).await;
             return self.already_terminated(id, owner);

@@ -60,6 +60,8 @@ pub struct Pending {
     pub idle_timeout: Option<std::time::Duration>,
     /// The shell session it runs in (SPEC §17).
     pub shell_session: Option<ShellSessionUse>,
+    /// Run on a terminal of this size instead of pipes (SPEC §20).
+    pub terminal: Option<init::WindowSize>,
 }
 
 /// How a job uses its shell session.

@@ -5,9 +5,15 @@
 //! table's lock, holding only the job's own stdin slot, so a child that
 //! does not read blocks only its writer; dropping the future cancels it. A
 //! failed write closes stdin: what was written of it is unknown.
+//!
+//! A terminal job's stdin is its terminal (SPEC §20): `close` sends `C-d`,
+//! the line discipline's end of input, and leaves the terminal open (a
+//! program that reads on after an EOF, as a shell does, can be written to
+//! again; each `close` is one more `C-d`).
 
 use tokio::io::AsyncWriteExt;
 
+use super::table::StdinWriter;
 use super::{JobId, Jobs, Shared};
 
 /// Why stdin was not written.
@@ -67,19 +73,40 @@ impl Shared {
         let Some(tx) = guard.as_mut() else {
             return Err(StdinError::Closed);
         };
-        if !data.is_empty()
-            && let Err(error) = tx.write_all(data).await
-        {
+        let written = match tx {
+            StdinWriter::Pipe(tx) if !data.is_empty() => tx.write_all(data).await,
+            StdinWriter::Pipe(_) => Ok(()),
+            StdinWriter::Terminal(t) => t.write_all(data).await,
+        };
+        if let Err(error) = written {
             *guard = None;
-            let ended = self
-                .table
-                .with(id, |j| j.state.is_terminal())
-                .unwrap_or(true);
-            return Err(StdinError::Write { error, ended });
+            return Err(StdinError::Write {
+                error,
+                ended: self.is_terminal(id),
+            });
         }
         if close {
-            *guard = None;
+            match guard.as_ref() {
+                Some(StdinWriter::Terminal(t)) => {
+                    if let Err(error) = t.send_eof().await {
+                        return Err(StdinError::Write {
+                            error,
+                            ended: self.is_terminal(id),
+                        });
+                    }
+                }
+                _ => *guard = None,
+            }
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Whether job `id` is terminal by now (or gone).
+    fn is_terminal(&self, id: JobId) -> bool {
+        self.table
+            .with(id, |j| j.state.is_terminal())
+            .unwrap_or(true)
     }
 }

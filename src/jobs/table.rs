@@ -56,10 +56,20 @@ use tokio_util::sync::CancellationToken;
 
 use super::shell_session::lanes::Lanes;
 use super::state::{Cause, ExitOutcome, JobId, JobPhase, JobState, Owner, Pending, Ran, Stream};
+use super::terminal::{Terminal, Tty};
 use crate::capture::{CapturePolicy, Window};
 
 /// A job's stdin: `None` once closed (or before it started).
-pub(super) type StdinSlot = Arc<tokio::sync::Mutex<Option<pipe::Sender>>>;
+pub(super) type StdinSlot = Arc<tokio::sync::Mutex<Option<StdinWriter>>>;
+
+/// Where a job's stdin goes: a pipe, or a terminal job's master (SPEC §20).
+#[derive(Debug)]
+pub(super) enum StdinWriter {
+    /// A pipe job's stdin pipe.
+    Pipe(pipe::Sender),
+    /// A terminal job's terminal.
+    Terminal(Arc<Terminal>),
+}
 
 /// One job. Its fields are `jobs`' own: front-ends hold a delivered job
 /// only to render it ([`super::result`]).
@@ -97,6 +107,9 @@ pub struct Job {
     /// Queued behind an earlier job of its shell session (not yet in the
     /// capacity FIFO).
     pub(super) waits_for_shell_session: bool,
+    /// Whether it runs on a terminal, and its terminal once started (SPEC
+    /// §20). Set at launch; its terminal at start, kept until delivery.
+    pub(super) tty: Tty,
     /// Blocking `wait` calls that listed it (see [`Gone`]).
     waiters: usize,
     /// `kill` calls signalling it that will claim it ([`JobTable::reserve`]).
@@ -115,6 +128,11 @@ impl Job {
         window: usize,
     ) -> Job {
         let shell_session = pending.shell_session.as_ref().map(|s| s.name.clone());
+        let tty = if pending.terminal.is_some() {
+            Tty::Asked
+        } else {
+            Tty::No
+        };
         Job {
             id,
             state: JobState::Queued(Some(Box::new(pending))),
@@ -131,6 +149,7 @@ impl Job {
             removed: CancellationToken::new(),
             shell_session,
             waits_for_shell_session: false,
+            tty,
             waiters: 0,
             signalling: 0,
             writer: None,
@@ -163,6 +182,7 @@ impl Job {
             phase: self.phase(),
             label: self.label.clone(),
             waits_for_shell_session: self.waits_for_shell_session,
+            tty: self.tty.is_tty(),
         }
     }
 }
@@ -207,6 +227,8 @@ pub struct Listed {
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
     pub waits_for_shell_session: bool,
+    /// A terminal job (SPEC §20).
+    pub tty: bool,
 }
 
 /// How a job that a waiter listed ended, after another request took its
@@ -456,7 +478,14 @@ impl JobTable {
     /// Records that an admitted job started. Returns `false` when the job
     /// left the table meanwhile (the caller must not leave its process
     /// behind).
-    pub(super) fn started(&self, id: JobId, pgid: Pid, stdin: Option<pipe::Sender>) -> bool {
+    /// A terminal job's `terminal` is kept with it until it is delivered.
+    pub(super) fn started(
+        &self,
+        id: JobId,
+        pgid: Pid,
+        stdin: Option<StdinWriter>,
+        terminal: Option<Arc<Terminal>>,
+    ) -> bool {
         let found = {
             let mut inner = self.lock();
             match inner.jobs.get_mut(&id) {
@@ -471,6 +500,9 @@ impl JobTable {
                         outcome: ExitOutcome::Running,
                     };
                     job.last_output = Instant::now();
+                    if let Some(t) = terminal {
+                        job.tty = Tty::Open(t);
+                    }
                     if let Ok(mut slot) = job.stdin.try_lock() {
                         *slot = stdin;
                     }
@@ -763,12 +795,14 @@ impl JobTable {
         self.lock().jobs.values().map(Job::listed).collect()
     }
 
-    /// The process groups of every started job in the table (for shutdown).
-    pub(super) fn pgids(&self) -> Vec<Pid> {
+    /// The process groups of every started job in the table (for
+    /// shutdown), each with whether it is a terminal job's (whose session
+    /// may hold more groups).
+    pub(super) fn pgids(&self) -> Vec<(Pid, bool)> {
         self.lock()
             .jobs
             .values()
-            .filter_map(|j| j.state.pgid())
+            .filter_map(|j| j.state.pgid().map(|p| (p, j.tty.is_tty())))
             .collect()
     }
 
@@ -885,6 +919,7 @@ mod tests {
             spec: SpawnSpec::shell("true"),
             stdin: None,
             close_stdin: false,
+            terminal: None,
             timeout: None,
             idle_timeout: None,
             shell_session: None,
@@ -906,7 +941,7 @@ mod tests {
             .map(|(i, end)| {
                 let (id, admitted) = submit(&table);
                 assert_eq!(admitted.len(), 1);
-                assert!(table.started(id, Pid(100_000 + i32::try_from(i).unwrap()), None));
+                assert!(table.started(id, Pid(100_000 + i32::try_from(i).unwrap()), None, None));
                 if let Some(end) = end {
                     assert!(table.set_terminal(id, *end));
                 }
@@ -931,7 +966,7 @@ mod tests {
         let t = JobTable::new(2, 100);
         let (a, admitted) = submit_in(&t, "s");
         assert_eq!(admitted.len(), 1);
-        assert!(t.started(a, Pid(100_001), None));
+        assert!(t.started(a, Pid(100_001), None, None));
         let (b, admitted) = submit_in(&t, "s");
         assert!(admitted.is_empty());
         assert!(t.with(b, |j| j.waits_for_shell_session).unwrap());
@@ -942,7 +977,7 @@ mod tests {
         assert!(t.set_terminal(a, ExitOutcome::Exited(0)));
         assert!(!t.with(b, |j| j.waits_for_shell_session).unwrap());
         assert_eq!(t.admit().iter().map(|x| x.id).collect::<Vec<_>>(), [b]);
-        assert!(t.started(b, Pid(100_002), None));
+        assert!(t.started(b, Pid(100_002), None, None));
         assert!(t.set_terminal(b, ExitOutcome::Exited(0)));
         assert!(!t.shell_session_busy("s"));
     }
@@ -951,7 +986,7 @@ mod tests {
     fn cancelling_a_waiting_session_job_takes_it_out_of_its_lane() {
         let t = JobTable::new(4, 100);
         let (a, _) = submit_in(&t, "s");
-        assert!(t.started(a, Pid(100_001), None));
+        assert!(t.started(a, Pid(100_001), None, None));
         let (b, _) = submit_in(&t, "s");
         let (c, _) = submit_in(&t, "s");
         assert_eq!(t.counts(), (1, 2));
@@ -1136,7 +1171,7 @@ mod tests {
         for _ in 0..5 {
             let (id, admitted) = submit(&t);
             for a in admitted {
-                assert!(t.started(a.id, Pid(1), None));
+                assert!(t.started(a.id, Pid(1), None, None));
             }
             ids.push(id);
         }
@@ -1184,7 +1219,7 @@ mod tests {
             t.cancel_queued(first).is_none(),
             "a started job is not queued"
         );
-        assert!(t.started(first, Pid(1), None));
+        assert!(t.started(first, Pid(1), None, None));
         assert!(t.set_terminal(first, ExitOutcome::Exited(0)));
         assert!(t.admit().is_empty());
         assert_eq!(t.counts(), (0, 0));

@@ -69,6 +69,13 @@ impl Revision {
         self >= Revision::V2025_03_26
     }
 
+    /// Whether the session sees terminal jobs (SPEC §20): `execute`'s
+    /// `tty`, `cols`, `rows`, `input`'s `keys` and `resize`, the `screen`
+    /// tool, `tty` in statuses and `screen` in a terminal job's result.
+    pub fn has_terminals(self) -> bool {
+        self >= Revision::V2025_03_26
+    }
+
     /// Whether tools carry `annotations`.
     pub fn has_annotations(self) -> bool {
         self >= Revision::V2025_03_26

@@ -80,6 +80,9 @@ pub enum ToolError {
     /// The kernel refused a signal (`sending terminated to process group 7: …`).
     #[error("{0}")]
     SignalFailed(String),
+    /// `resize` or `screen` on a job that runs on pipes (SPEC §20).
+    #[error("job \"{0}\" has no terminal (start it with \"tty\": true)")]
+    NotTerminal(JobId),
     /// `shell_sessions` on a session that does not exist (SPEC §17).
     #[error("shell session \"{0}\" does not exist")]
     UnknownSession(String),

@@ -92,6 +92,16 @@ fn input_schema(rev: Revision) -> Value {
             props.extend(extra);
         }
     }
+    if rev.has_terminals() {
+        let extra = json!({
+            "tty": {"type": "boolean", "description": "Run on a pseudo-terminal (default false: pipes): the job is a session leader with the terminal as its stdin, stdout, stderr and controlling terminal, TERM=xterm-256color unless env sets it. Its output is one stream, stdout (raw bytes, as the terminal shows them); screen shows the rendered screen; input takes keys and resize; close sends C-d."},
+            "cols": {"type": "integer", "minimum": 1, "maximum": crate::jobs::MAX_DIMENSION, "description": "The terminal's columns (tty only; default 120)."},
+            "rows": {"type": "integer", "minimum": 1, "maximum": crate::jobs::MAX_DIMENSION, "description": "The terminal's rows (tty only; default 40)."},
+        });
+        if let (Some(props), Value::Object(extra)) = (schema["properties"].as_object_mut(), extra) {
+            props.extend(extra);
+        }
+    }
     schema
 }
 
@@ -111,6 +121,47 @@ struct Started {
     status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     yielded: Option<bool>,
+}
+
+/// Why a terminal job cannot join a shell session (SPEC §17): a session
+/// hands a job's final cwd and exports to the next when the command ends
+/// on its own, through an epilogue its shell runs; a terminal job is
+/// interactive — what it leaves behind is whatever was typed into it, and
+/// its shell is often one the user ends with `exit` or `C-d`, which skips
+/// the epilogue. Run `cd`/`export` in the terminal itself instead.
+const TTY_AND_SHELL_SESSION: &str = "\"tty\" cannot be combined with \"shell_session\": a terminal job is interactive, so a shell session could not take its cwd and exports from it; cd and export inside the terminal instead";
+
+/// `tty`, `cols`, `rows` (SPEC §20): the terminal a job runs on, if any.
+/// `cols`/`rows` without `tty: true` are refused rather than ignored.
+fn terminal(a: &Args) -> Result<Option<init::WindowSize>, ToolError> {
+    let tty = args::opt_bool(a, "tty")?;
+    let dim = |key: &str| -> Result<Option<u64>, ToolError> {
+        match a.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                ToolError::invalid(format!(
+                    "\"{key}\" must be an integer between 1 and {}",
+                    crate::jobs::MAX_DIMENSION
+                ))
+            }),
+        }
+    };
+    let (cols, rows) = (dim("cols")?, dim("rows")?);
+    if !tty {
+        if cols.is_some() || rows.is_some() {
+            return Err(ToolError::invalid(
+                "\"cols\" and \"rows\" need \"tty\": true",
+            ));
+        }
+        return Ok(None);
+    }
+    let default = crate::jobs::DEFAULT_SIZE;
+    crate::jobs::window_size(
+        cols.unwrap_or(default.cols.into()),
+        rows.unwrap_or(default.rows.into()),
+    )
+    .map(Some)
+    .map_err(ToolError::invalid)
 }
 
 /// The longest `label` (characters).
@@ -228,6 +279,7 @@ pub(crate) fn parse(
         label: None,
         window: config.max_output_bytes,
         owner: Owner::Caller,
+        tty: None,
     };
     let mut req = Execute {
         launch,
@@ -269,6 +321,15 @@ pub(crate) fn parse(
     req.launch.setup = jobs
         .setup(user, a.get("limits"))
         .map_err(ToolError::invalid)?;
+    if revision.has_terminals() {
+        req.launch.tty = terminal(a)?;
+        if req.launch.tty.is_some() && matches!(a.get("capture"), None | Some(Value::Null)) {
+            req.launch.capture = CapturePolicy::terminal();
+        }
+    }
+    if req.launch.tty.is_some() && req.launch.shell_session.is_some() {
+        return Err(ToolError::invalid(TTY_AND_SHELL_SESSION));
+    }
     match a.get("max_output_bytes") {
         None | Some(Value::Null) => {}
         Some(v) => {

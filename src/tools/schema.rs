@@ -78,10 +78,17 @@ pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
             "start_error": {"type": "string"}
         })
     };
-    match v {
+    let mut props = match v {
         Value::Object(m) => m,
         _ => serde_json::Map::new(),
+    };
+    if rev.has_terminals() {
+        props.insert(
+            "tty".into(),
+            json!({"type": "boolean", "description": "A terminal job (execute with tty: true)."}),
+        );
     }
+    props
 }
 
 /// A job result (SPEC §4.1, §12).

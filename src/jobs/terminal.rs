@@ -1,0 +1,232 @@
+//! Terminal jobs (SPEC §20): a job's pseudo-terminal, as the job service
+//! holds it, and the verbs that only a terminal job has.
+//!
+//! A terminal job's output is its `stdout` stream (the master's bytes, with
+//! absolute offsets, windows and redaction as for a pipe); `stderr` stays
+//! empty. Its stdin is the master too: [`Jobs::write_stdin`] writes there,
+//! and closing a terminal's stdin sends `C-d` (the line discipline's EOF),
+//! leaving the terminal itself open, as a key press would. Closing the
+//! master would hang the job up instead (SIGHUP), which is what happens when
+//! the job leaves the table.
+//!
+//! # Invariants
+//! - [`Terminal`] is shared (`Arc`) by the job in the table (for `write`,
+//!   `resize`, the device), its stdin slot and its runner (which reads the
+//!   master): the master stays open while any of them holds it, and closes
+//!   — hanging the terminal up — only when the job is gone and its runner
+//!   has stopped.
+//! - The reaper stays the only waiter: nothing here forks or waits.
+//! - Reads and writes never block a runtime thread: the master is
+//!   non-blocking and registered with the reactor.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Mutex;
+
+use init::{TerminalDevice, WindowSize};
+use tokio::io::unix::AsyncFd;
+
+use super::{JobId, Jobs};
+
+/// The default size of a terminal job: 120 columns, 40 rows (SPEC §20).
+pub const DEFAULT_SIZE: WindowSize = WindowSize {
+    cols: 120,
+    rows: 40,
+};
+
+/// The largest terminal dimension accepted (columns or rows): a screen of
+/// 1000×1000 cells is already far past any real terminal.
+pub const MAX_DIMENSION: u16 = 1000;
+
+/// The line discipline's EOF key (`C-d`, `VEOF` in the default termios).
+const EOF_KEY: u8 = 0x04;
+
+/// A terminal job's terminal: its master, registered with the reactor, and
+/// what the job service knows of it.
+#[derive(Debug)]
+pub(super) struct Terminal {
+    master: AsyncFd<OwnedFd>,
+    device: TerminalDevice,
+    size: Mutex<WindowSize>,
+}
+
+/// Whether a job runs on a terminal, and its terminal once started.
+#[derive(Debug, Clone, Default)]
+pub(super) enum Tty {
+    /// A pipe job.
+    #[default]
+    No,
+    /// A terminal job not started yet.
+    Asked,
+    /// A started terminal job.
+    Open(std::sync::Arc<Terminal>),
+}
+
+impl Tty {
+    /// Whether the job is a terminal job.
+    pub(super) fn is_tty(&self) -> bool {
+        !matches!(self, Tty::No)
+    }
+
+    /// Its terminal, once started.
+    pub(super) fn open(&self) -> Option<&std::sync::Arc<Terminal>> {
+        match self {
+            Tty::Open(t) => Some(t),
+            Tty::No | Tty::Asked => None,
+        }
+    }
+}
+
+impl Terminal {
+    /// Takes over a spawned terminal's master (non-blocking already).
+    pub(super) fn new(
+        master: OwnedFd,
+        device: TerminalDevice,
+        size: WindowSize,
+    ) -> io::Result<Terminal> {
+        Ok(Terminal {
+            master: init::pty::register(master)?,
+            device,
+            size: Mutex::new(size),
+        })
+    }
+
+    /// The master, registered with the reactor (the runner reads it).
+    pub(super) fn master(&self) -> &AsyncFd<OwnedFd> {
+        &self.master
+    }
+
+    /// The terminal's current size.
+    pub(super) fn size(&self) -> WindowSize {
+        *self
+            .size
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes all of `data` to the terminal's input, waiting while its
+    /// input queue is full. Cancel by dropping the future (what was written
+    /// stays written).
+    pub(super) async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let mut guard = self.master.writable().await?;
+            match guard.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), data)?)) {
+                Ok(Ok(n)) => data = &data[n..],
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `C-d`: the end of input for a program reading a line (SPEC §20).
+    pub(super) async fn send_eof(&self) -> io::Result<()> {
+        self.write_all(&[EOF_KEY]).await
+    }
+
+    /// Sets the size (`TIOCSWINSZ`: the kernel sends SIGWINCH to the
+    /// terminal's foreground group when it changes).
+    fn resize(&self, size: WindowSize) -> io::Result<()> {
+        let mut now = self
+            .size
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        init::pty::set_size(self.master.get_ref().as_fd(), size)?;
+        *now = size;
+        Ok(())
+    }
+}
+
+/// Why a terminal verb was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TerminalError {
+    /// No such job.
+    #[error("unknown job")]
+    Unknown,
+    /// The job runs on pipes, not a terminal.
+    #[error("the job has no terminal (it was not started with tty)")]
+    NotTerminal,
+    /// The job waits for capacity and has no terminal yet.
+    #[error("the job has not started")]
+    Queued,
+    /// The job is terminal.
+    #[error("the job is no longer running")]
+    NotRunning,
+    /// A size of 0 or past [`MAX_DIMENSION`].
+    #[error("cols and rows must be between 1 and {MAX_DIMENSION}")]
+    BadSize,
+    /// The kernel refused.
+    #[error("resizing the terminal: {0}")]
+    Failed(io::Error),
+}
+
+/// A valid terminal size, or [`TerminalError::BadSize`].
+pub fn window_size(cols: u64, rows: u64) -> Result<WindowSize, TerminalError> {
+    let dim = |n: u64| {
+        u16::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_DIMENSION).contains(n))
+    };
+    match (dim(cols), dim(rows)) {
+        (Some(cols), Some(rows)) => Ok(WindowSize { cols, rows }),
+        _ => Err(TerminalError::BadSize),
+    }
+}
+
+impl Jobs {
+    /// Whether job `id` is a terminal job (`None`: no such job). Known from
+    /// launch on, queued jobs included.
+    #[allow(
+        dead_code,
+        reason = "a verb for the terminal front-ends (attach, awaiting input)"
+    )]
+    pub fn is_tty(&self, id: JobId) -> Option<bool> {
+        self.shared.table.with(id, |j| j.tty.is_tty())
+    }
+
+    /// The terminal a started terminal job runs on: its slave's path and
+    /// device number, to compare with what a process's descriptors are
+    /// (SPEC §20.1). `None` for a pipe job, a queued one, or no such job.
+    #[allow(
+        dead_code,
+        reason = "a verb for the terminal front-ends (attach, awaiting input)"
+    )]
+    pub fn terminal_device(&self, id: JobId) -> Option<TerminalDevice> {
+        self.shared
+            .table
+            .with(id, |j| j.tty.open().map(|t| t.device.clone()))
+            .flatten()
+    }
+
+    /// The current size of a started terminal job's terminal.
+    #[allow(
+        dead_code,
+        reason = "a verb for the terminal front-ends (attach, awaiting input)"
+    )]
+    pub fn terminal_size(&self, id: JobId) -> Option<WindowSize> {
+        self.shared
+            .table
+            .with(id, |j| j.tty.open().map(|t| t.size()))
+            .flatten()
+    }
+
+    /// Resizes a running terminal job's terminal to `cols` × `rows`
+    /// (`TIOCSWINSZ` on the master, so the kernel sends SIGWINCH to its
+    /// foreground process group).
+    pub fn resize(&self, id: JobId, cols: u16, rows: u16) -> Result<(), TerminalError> {
+        let size = window_size(cols.into(), rows.into())?;
+        let (tty, terminal) = self
+            .shared
+            .table
+            .with(id, |j| (j.tty.clone(), j.state.is_terminal()))
+            .ok_or(TerminalError::Unknown)?;
+        match tty {
+            Tty::No => Err(TerminalError::NotTerminal),
+            _ if terminal => Err(TerminalError::NotRunning),
+            // Between admission and start too: no terminal yet.
+            Tty::Asked => Err(TerminalError::Queued),
+            Tty::Open(t) => t.resize(size).map_err(TerminalError::Failed),
+        }
+    }
+}
