@@ -15,12 +15,14 @@ Commands (`name` names a connection; bytes travel as hex):
         -> {"binary", "texts", "closed"?}   ("timeout": true when neither happened in time)
   {"op": "close", "name", "abort"?}          -> {"ok": true}   (abort: drop the TCP connection
                                                 without a closing handshake)
-  {"op": "reconnects", "url", "headers", "count", "timeout"}
+  {"op": "reconnects", "url", "headers", "count", "stop", "timeout"}
         reads the job's output across `count` forced reconnects: each connection asks for
         `since` = the bytes received so far, takes a few frames, and is closed (cleanly or
-        aborted, alternately) mid-stream; after `count` of them, one reads on until the exit
-        frame.
-        -> {"binary", "connections", "exit", "gaps", "texts"}
+        aborted, alternately) mid-stream; after `count` of them, one sends `stop` (hex) as
+        input and reads on until the exit frame.
+        -> {"binary", "connections", "with_output", "exit", "gaps", "texts"}
+        (`with_output`: the connections that were closed after receiving output, not after
+        the exit frame: the forced reconnects that landed mid-stream)
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def reconnects(cmd):
     base, count = cmd["url"], cmd["count"]
     sep = "&" if "?" in base else "?"
     deadline = time.monotonic() + cmd["timeout"]
-    data, texts, exit_, gaps, n = bytearray(), [], None, [], 0
+    data, texts, exit_, gaps, n, with_output = bytearray(), [], None, [], 0, 0
     while exit_ is None or n <= count:
         if time.monotonic() > deadline:
             raise TimeoutError(f"after {n} connections and {len(data)} bytes")
@@ -104,6 +106,8 @@ def reconnects(cmd):
         ws = connect(f"{base}{sep}since={len(data)}", additional_headers=cmd.get("headers") or {},
                      open_timeout=10, close_timeout=5, max_size=None, legacy=True)
         frames = 0
+        if last:
+            ws.send(bytes.fromhex(cmd["stop"]))
         # A few frames per connection (1, 2 or 3), then close mid-stream.
         while last or frames < 1 + n % 3:
             f = frame(ws, max(0.1, deadline - time.monotonic()))
@@ -120,11 +124,14 @@ def reconnects(cmd):
                 texts.append(f["text"])
             else:
                 break
+        else:
+            with_output += 1
         if n % 2:
             ws.close()
         else:
             ws.socket.close()  # no closing handshake: the server finds the connection dropped
-    return {"binary": data.hex(), "connections": n, "exit": exit_, "gaps": gaps, "texts": texts}
+    return {"binary": data.hex(), "connections": n, "with_output": with_output, "exit": exit_,
+            "gaps": gaps, "texts": texts}
 
 
 def main():

@@ -49,6 +49,9 @@ pub enum AttachError {
     /// No such job (never existed, or delivered already).
     #[error("unknown job")]
     Unknown,
+    /// The job runs on pipes: there is no terminal to attach to.
+    #[error("the job has no terminal (it was not started with tty)")]
+    NotTerminal,
     /// Another terminal is attached as its writer (take it over to attach).
     #[error("another terminal is attached to the job")]
     Busy,
@@ -63,9 +66,10 @@ pub struct WriterLease {
 }
 
 impl Jobs {
-    /// Makes the caller job `id`'s one attached writer. With another writer
-    /// attached: [`AttachError::Busy`], or, with `takeover`, the other
-    /// lease is revoked and this one replaces it.
+    /// Makes the caller job `id`'s one attached writer; only a terminal job
+    /// has one ([`AttachError::NotTerminal`]). With another writer attached:
+    /// [`AttachError::Busy`], or, with `takeover`, the other lease is revoked
+    /// and this one replaces it.
     pub fn attach_writer(&self, id: JobId, takeover: bool) -> Result<WriterLease, AttachError> {
         let serial = NEXT_LEASE.fetch_add(1, Ordering::Relaxed);
         let revoke = CancellationToken::new();
@@ -73,6 +77,9 @@ impl Jobs {
         self.shared
             .table
             .with_mut(id, |job| {
+                if !job.tty.is_tty() {
+                    return Err(AttachError::NotTerminal);
+                }
                 if let Some(old) = &job.writer {
                     if !takeover {
                         return Err(AttachError::Busy);
@@ -142,21 +149,28 @@ mod tests {
         })
     }
 
-    /// A running job with a `window`-byte window.
+    /// A running terminal job with a `window`-byte window.
     fn running(jobs: &Jobs, window: usize) -> JobId {
+        start(jobs, window, true)
+    }
+
+    /// A running job, on a terminal when `tty` (its terminal itself is not
+    /// opened: nothing here reads or writes it).
+    fn start(jobs: &Jobs, window: usize, tty: bool) -> JobId {
         let table = &jobs.shared.table;
         let id = table.next_id();
         let pending = Pending {
             spec: SpawnSpec::shell("true"),
             stdin: None,
             close_stdin: false,
+            terminal: tty.then_some(init::WindowSize { cols: 80, rows: 24 }),
             timeout: None,
             idle_timeout: None,
             shell_session: None,
         };
         let job = Job::queued(id, pending, CapturePolicy::default(), None, window);
         assert_eq!(table.submit(job).map(|a| a.len()), Ok(1));
-        assert!(table.started(id, Pid(200_000), None));
+        assert!(table.started(id, Pid(200_000), None, None));
         id
     }
 
@@ -189,6 +203,16 @@ mod tests {
         );
         drop(second);
         assert!(jobs.attach_writer(id, false).is_ok());
+    }
+
+    #[test]
+    fn a_pipe_job_has_no_writer() {
+        let jobs = service();
+        let id = start(&jobs, 64, false);
+        assert_eq!(
+            jobs.attach_writer(id, true).err(),
+            Some(AttachError::NotTerminal)
+        );
     }
 
     #[test]

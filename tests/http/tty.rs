@@ -199,8 +199,15 @@ fn server(t: Target) -> Both {
     s
 }
 
-/// Starts `command` as a job (not waited for); its id.
+/// Starts `command` as a terminal job (not waited for); its id.
 fn job(s: &mut Both, command: &str, extra: Value) -> String {
+    let mut extra = extra;
+    extra["tty"] = json!(true);
+    launch(s, command, extra)
+}
+
+/// Starts `command` as a job with `extra` arguments; its id.
+fn launch(s: &mut Both, command: &str, extra: Value) -> String {
     let mut args = json!({"command": command, "nowait": true});
     for (k, v) in extra.as_object().unwrap() {
         args[k] = v.clone();
@@ -312,8 +319,10 @@ fn a_second_attach_is_409_and_takeover_closes_the_first_with_4001(t: Target) {
     assert_eq!(closed["closed"]["code"], json!(4001), "{closed}");
     // The new writer's input reaches the job.
     ws.send("third", b"after takeover\n");
-    let echoed = ws.collect("third", Some(b"after takeover\n"));
-    assert!(echoed.contains(b"after takeover\n"), "{echoed:?}");
+    // The terminal echoes the line, then `cat` prints it: twice.
+    let twice = b"after takeover\r\nafter takeover\r\n";
+    let echoed = ws.collect("third", Some(twice));
+    assert!(echoed.contains(twice), "{echoed:?}");
     // Once it leaves, the next attach needs no takeover.
     ws.close("third");
     let mut reopened = json!(null);
@@ -406,47 +415,103 @@ fn a_hundred_forced_reconnects_lose_and_duplicate_no_byte(t: Target) {
     let Some(mut ws) = Ws::start(s.port) else {
         return;
     };
-    // 4000 numbered lines, a little apart, so most reconnects land mid-stream.
-    let lines = 4000;
+    // Numbered lines, 20 at a time, until the client types a line (not
+    // echoed): the job is still writing at every forced reconnect, however
+    // slow the client is. `read -t` paces it without a fork per pause.
     let id = job(
         &mut s,
-        &format!(
-            "i=0; while [ $i -lt {lines} ]; do printf '%05d\\n' $i; i=$((i+1)); \
-             [ $((i % 20)) -eq 0 ] && sleep 0.01; done"
-        ),
+        "stty -echo; exec bash -c 'i=0; while [ $i -lt 1000000 ]; do printf \"%06d\\n\" $i; \
+         i=$((i+1)); if [ $((i % 20)) -eq 0 ] && read -t 0.01 _; then break; fi; done'",
         json!({}),
     );
     let url = ws.url(&id, "");
     let r = ws.cmd_within(
         json!({"op": "reconnects", "url": url, "count": 100, "timeout": 120,
+               "stop": hex(b"stop\n"),
                "headers": {"Authorization": format!("Bearer {TOKEN}")}}),
         Duration::from_secs(130),
     );
     assert!(r.get("error").is_none(), "{r}");
     let got = unhex(r["binary"].as_str().unwrap());
-    let expected: String = (0..lines).map(|i| format!("{i:05}\n")).collect();
     assert!(
         r["connections"].as_u64().unwrap() > 100,
         "{}",
         r["connections"]
     );
+    assert!(
+        r["with_output"].as_u64().unwrap() >= 100,
+        "every forced reconnect lands mid-stream: {} of {}",
+        r["with_output"],
+        r["connections"]
+    );
     assert_eq!(r["gaps"], json!([]), "nothing was dropped");
+    assert_eq!(r["exit"]["exit_code"], json!(0), "{}", r["exit"]);
+    // Everything the job wrote arrived once, in order: lines 0..n, each
+    // `\n` turned into `\r\n` by the terminal (ONLCR).
+    let written = r["exit"]["stdout_bytes"].as_u64().unwrap();
     assert_eq!(
-        got.len(),
-        expected.len(),
+        got.len() as u64,
+        written,
         "bytes received vs written (a duplicate or a loss)"
     );
+    let lines = got.len() / 8;
+    assert!(lines >= 200, "{lines} lines");
+    let expected: String = (0..lines).map(|i| format!("{i:06}\r\n")).collect();
     assert!(
         got == expected.as_bytes(),
-        "the bytes differ from the sequence"
+        "the bytes are not the sequence 0..{lines}"
     );
-    assert_eq!(r["exit"]["exit_code"], json!(0), "{}", r["exit"]);
+}
+
+fn a_resize_frame_reaches_the_terminal_as_stty_size_shows(t: Target) {
+    let mut s = server(t);
+    let Some(mut ws) = Ws::start(s.port) else {
+        return;
+    };
+    let id = job(
+        &mut s,
+        "read x; stty size; read y",
+        json!({"cols": 80, "rows": 24}),
+    );
+    ws.open_ok("a", &id, "");
+    ws.send_text("a", &json!({"resize": {"cols": 101, "rows": 33}}));
+    ws.send("a", b"\n");
+    let seen = ws.collect("a", Some(b"33 101"));
+    assert!(seen.contains(b"33 101"), "{seen:?}");
+    assert!(seen.texts.is_empty(), "no error frame: {seen:?}");
+    // A size the kernel would not take is an error frame, and the
+    // connection stays.
+    ws.send_text("a", &json!({"resize": {"cols": 0, "rows": 33}}));
+    let refused = ws.recv("a");
+    let refused: Value = serde_json::from_str(refused["text"].as_str().unwrap()).unwrap();
+    assert!(
+        refused["error"].as_str().unwrap().starts_with("resize:"),
+        "{refused}"
+    );
+    ws.send("a", b"\n");
+    let end = ws.collect("a", None);
     assert_eq!(
-        r["exit"]["stdout_bytes"],
-        json!(expected.len()),
-        "{}",
-        r["exit"]
+        end.exit().map(|e| e["exit_code"].clone()),
+        Some(json!(0)),
+        "{end:?}"
     );
+}
+
+fn a_pipe_job_cannot_be_attached_400(t: Target) {
+    let mut s = server(t);
+    let Some(mut ws) = Ws::start(s.port) else {
+        return;
+    };
+    let id = launch(&mut s, "sleep 30", json!({}));
+    let r = ws.open("a", &id, "");
+    assert_eq!(r["status"], json!(400), "{r}");
+    assert!(r["body"].as_str().unwrap().contains("tty"), "{r}");
+    // Even with a takeover, and even with a since past its output.
+    assert_eq!(
+        ws.open("a", &id, "?takeover=1&since=9")["status"],
+        json!(400)
+    );
+    s.stdio.call("kill", json!({"job_id": id}));
 }
 
 macro_rules! tty_targets {
@@ -464,4 +529,6 @@ tty_targets!(
     bad_attaches_get_404_416_and_400_before_any_upgrade,
     bytes_the_window_dropped_are_announced_as_a_gap_never_skipped_silently,
     a_hundred_forced_reconnects_lose_and_duplicate_no_byte,
+    a_resize_frame_reaches_the_terminal_as_stty_size_shows,
+    a_pipe_job_cannot_be_attached_400,
 );

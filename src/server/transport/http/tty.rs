@@ -19,8 +19,8 @@
 //!   frames are `{"resize": {"cols", "rows"}}`.
 //! - Closes: 1000 after the exit frame (or when the job is gone), 1001 at
 //!   server shutdown, 4001 when another attach took over.
-//! - Refusals before the upgrade: 400 (bad query, not a WebSocket
-//!   request), 403 (secret redaction is on: raw bytes cannot be
+//! - Refusals before the upgrade: 400 (a pipe job, a bad query, not a
+//!   WebSocket request), 403 (secret redaction is on: raw bytes cannot be
 //!   redacted), 404 (no such job), 409 (another writer is attached),
 //!   416 (`since` past the output written so far).
 //!
@@ -58,7 +58,7 @@ use super::files::Query;
 use super::reply::{HttpReply, status};
 use super::state::HttpState;
 use crate::jobs::result::{Fields, JobResult};
-use crate::jobs::{AttachError, JobEnd, JobId, RawEvent, RawFollowError, WriterLease};
+use crate::jobs::{AttachError, JobEnd, JobId, Jobs, RawEvent, RawFollowError, WriterLease};
 use crate::protocol::version::{LATEST, Revision};
 
 /// The most output bytes one binary frame carries.
@@ -108,6 +108,11 @@ pub(super) fn get(state: &Arc<HttpState>, mut req: Request<Incoming>, id: &str) 
              so attaching is refused",
         );
     }
+    match app.jobs.is_tty(id) {
+        None => return status(StatusCode::NOT_FOUND, "no such job"),
+        Some(false) => return status(StatusCode::BAD_REQUEST, &not_terminal(id)),
+        Some(true) => {}
+    }
     // Checked before the upgrade, so each refusal is an HTTP status; the
     // task follows the job again (the job may have gone meanwhile: then its
     // socket closes at once, 1000).
@@ -124,6 +129,9 @@ pub(super) fn get(state: &Arc<HttpState>, mut req: Request<Incoming>, id: &str) 
     let lease = match app.jobs.attach_writer(id, takeover) {
         Ok(lease) => lease,
         Err(AttachError::Unknown) => return status(StatusCode::NOT_FOUND, "no such job"),
+        Err(AttachError::NotTerminal) => {
+            return status(StatusCode::BAD_REQUEST, &not_terminal(id));
+        }
         Err(AttachError::Busy) => {
             return status(
                 StatusCode::CONFLICT,
@@ -161,6 +169,11 @@ pub(super) fn get(state: &Arc<HttpState>, mut req: Request<Incoming>, id: &str) 
         h.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
     }
     r
+}
+
+/// The `400` text for a pipe job.
+fn not_terminal(id: JobId) -> String {
+    format!("{id} runs on pipes, not a terminal: only a job started with tty can be attached")
 }
 
 /// The `Sec-WebSocket-Key` of a WebSocket opening handshake (RFC 6455
@@ -236,7 +249,7 @@ async fn serve(state: &HttpState, id: JobId, since: u64, lease: WriterLease, ws:
                     .await
                     .err()
                     .map(|e| format!("input: {e}")),
-                Message::Text(t) => control(&t).err(),
+                Message::Text(t) => control(jobs, id, &t).err(),
                 Message::Close(_) => break,
                 Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => None,
             };
@@ -273,7 +286,7 @@ async fn serve(state: &HttpState, id: JobId, since: u64, lease: WriterLease, ws:
 }
 
 /// A client's text frame: `{"resize": {"cols", "rows"}}`.
-fn control(text: &str) -> Result<(), String> {
+fn control(jobs: &Jobs, id: JobId, text: &str) -> Result<(), String> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Control {
@@ -288,8 +301,8 @@ fn control(text: &str) -> Result<(), String> {
     let c: Control = serde_json::from_str(text).map_err(|e| {
         format!("a text frame must be {{\"resize\": {{\"cols\": N, \"rows\": N}}}}: {e}")
     })?;
-    let _ = (c.resize.cols, c.resize.rows);
-    Err("resize: this job has no terminal".to_owned())
+    jobs.resize(id, c.resize.cols, c.resize.rows)
+        .map_err(|e| format!("resize: {e}"))
 }
 
 /// The `exit` frame's result.
