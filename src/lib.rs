@@ -310,7 +310,7 @@ fn help() -> String {
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
          --no-stdio              serve no MCP on stdio (needs --http)\n\n\
-         Tools (upload, download and shell_sessions from protocol revision 2025-03-26 on):\n",
+         Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")
     );
     let tools = tools::TOOLS.iter().chain(&tools::PART_TWO_TOOLS);

@@ -33,7 +33,7 @@ fn help_names_every_tool_that_tools_list_lists_and_both_transports() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(names.len(), 10, "{listed}");
+    assert_eq!(names.len(), 11, "{listed}");
     let out = run(&[], &["--help"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let help = String::from_utf8_lossy(&out.stdout);

@@ -1,8 +1,9 @@
 //! Terminal jobs (SPEC §20) end to end: a job on a pseudo-terminal
 //! (`execute {tty: true}`), its one output stream with absolute offsets and
 //! windows, `TERM` and the window size, `resize` (the size `stty` reads,
-//! SIGWINCH), `close` as `C-d`, `kill` reaching the job's whole session,
-//! the errors, and revision gating.
+//! SIGWINCH), `keys`, `close` as `C-d`, `kill` reaching the job's whole
+//! session, the `screen` tool on running and ended jobs and in the
+//! delivered result, the errors, and revision gating.
 //!
 //! Every wait is `wait … until` a pattern in the job's output: no fixed
 //! sleep anywhere.
@@ -216,23 +217,146 @@ fn kill_reaches_the_groups_of_a_job_control_shell(t: Target) {
         json!({"job_id": id, "data": format!("sleep {m1} & sleep {m2} & echo bg-$((1+1))\n")}),
     );
     wait_for_output(&mut s, &id, "bg-2");
-    // Both sleeps run, each in a group of its own (not the job's).
-    let groups = s.exec(&format!(
-        "for p in $(pgrep -f '[s]leep {m1}|[s]leep {m2}'); do ps -o pgid= -p $p; done"
-    ));
-    let pgids: Vec<&str> = groups["stdout"]["data"]
-        .as_str()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    assert_eq!(pgids.len(), 2, "{groups}");
-    assert_ne!(pgids[0], pgids[1], "{groups}");
+    // Both sleeps run (once both have executed), each in a group of its own.
+    let mut pgids = Vec::new();
+    let both = crate::support::wait_for(crate::support::TIMEOUT, || {
+        let groups = s.exec(&format!(
+            "for p in $(pgrep -f '[s]leep {m1}|[s]leep {m2}'); do cut -d' ' -f5 /proc/$p/stat; done"
+        ));
+        // The pgid is field 5 of /proc/PID/stat (busybox ps has no -o pgid).
+        pgids = groups["stdout"]["data"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        pgids.len() == 2
+    });
+    assert!(both, "{pgids:?}");
+    assert_ne!(pgids[0], pgids[1], "{pgids:?}");
     let r = s.call("kill", json!({"job_id": id, "signal": "ASSURED"}));
     assert_eq!(r["terminated"], json!(true), "{r}");
     let left = s.exec(&format!(
         "pgrep -f '[s]leep {m1}|[s]leep {m2}' || echo none"
     ));
     assert_eq!(left["stdout"]["data"], json!("none\n"), "{left}");
+}
+
+fn keys_reach_the_program_and_cat_echoes_them(t: Target) {
+    let mut s = server(t);
+    let id = spawn_tty(&mut s, "echo ready; cat", json!({}));
+    wait_for_output(&mut s, &id, "ready");
+    s.call(
+        "input",
+        json!({"job_id": id, "data": "typed ", "keys": ["hello", "Space", "world", "Enter"]}),
+    );
+    // Echoed by the terminal, then written back by cat.
+    wait_for_output(&mut s, &id, "typed hello world\r\ntyped hello world\r\n");
+    // C-c is the interrupt character: the terminal sends SIGINT.
+    s.call("input", json!({"job_id": id, "keys": ["C-c"]}));
+    let r = s.call("wait", json!({"job_ids": [id], "timeout": 10}));
+    assert_eq!(r[0]["signal_number"], json!(2), "{r}");
+}
+
+fn the_screen_shows_a_running_and_an_ended_job_until_delivery(t: Target) {
+    let mut s = server(t);
+    let id = spawn_tty(
+        &mut s,
+        "printf '\\033]0;the title\\007'; i=1; while [ $i -le 30 ]; do echo row $i; i=$((i+1)); done; echo ready; cat",
+        json!({"cols": 40, "rows": 5}),
+    );
+    wait_for_output(&mut s, &id, "ready");
+    let sc = s.call("screen", json!({"job_id": id, "scrollback": 3}));
+    assert_eq!(sc["cols"], json!(40), "{sc}");
+    assert_eq!(sc["rows"], json!(5), "{sc}");
+    assert_eq!(
+        sc["lines"],
+        json!(["row 28", "row 29", "row 30", "ready", ""]),
+        "{sc}"
+    );
+    assert_eq!(
+        sc["cursor"],
+        json!({"row": 4, "col": 0, "visible": true}),
+        "{sc}"
+    );
+    assert_eq!(sc["alternate_screen"], json!(false), "{sc}");
+    assert_eq!(sc["title"], json!("the title"), "{sc}");
+    assert_eq!(
+        sc["scrollback"],
+        json!(["row 25", "row 26", "row 27"]),
+        "{sc}"
+    );
+    let total = s.call("output", json!({"job_id": id, "stdout": {"tail": 1}}));
+    assert_eq!(sc["offset"], total["stdout"]["total_bytes"], "{sc} {total}");
+    // The alternate screen, and resize reaching the screen.
+    s.call(
+        "input",
+        json!({"job_id": id, "resize": {"cols": 20, "rows": 3}, "data": "x\n"}),
+    );
+    wait_for_output(&mut s, &id, "x\r\nx\r\n");
+    let sc = s.call("screen", json!({"job_id": id}));
+    assert_eq!(
+        (sc["cols"].clone(), sc["rows"].clone()),
+        (json!(20), json!(3)),
+        "{sc}"
+    );
+    assert!(sc.get("scrollback").is_none(), "{sc}");
+    // Ended, not yet delivered: the screen is still there.
+    s.call("input", json!({"job_id": id, "close": true}));
+    assert!(
+        crate::support::wait_for(crate::support::TIMEOUT, || {
+            s.call("status", json!({"job_id": id}))["state"] == json!("success")
+        }),
+        "the job did not end"
+    );
+    let ended = s.call("screen", json!({"job_id": id}));
+    assert_eq!(ended["lines"][1], json!("x"), "{ended}");
+    // Delivery carries the last screen; after it, the job is gone.
+    let r = s.call("wait", json!({"job_ids": [id], "timeout": 10}));
+    assert_eq!(r[0]["screen"], ended, "{r}");
+    let e = s.call_err("screen", json!({"job_id": id}));
+    assert_eq!(e, format!("unknown job_id \"{id}\""));
+}
+
+fn a_full_screen_program_shows_as_the_alternate_screen(t: Target) {
+    let mut s = server(t);
+    let id = spawn_tty(
+        &mut s,
+        "printf '\\033[?1049h\\033[Hfull screen\\n'; echo in-alt; read x; printf '\\033[?1049l'; echo back",
+        json!({}),
+    );
+    wait_for_output(&mut s, &id, "in-alt");
+    let sc = s.call("screen", json!({"job_id": id}));
+    assert_eq!(sc["alternate_screen"], json!(true), "{sc}");
+    assert_eq!(sc["lines"][0], json!("full screen"), "{sc}");
+    s.call("input", json!({"job_id": id, "keys": ["Enter"]}));
+    let r = s.call("wait", json!({"job_ids": [id], "timeout": 10}));
+    assert_eq!(r[0]["screen"]["alternate_screen"], json!(false), "{r}");
+}
+
+fn bad_key_names_and_screen_of_a_pipe_job_are_errors_naming_them(t: Target) {
+    let mut s = server(t);
+    let id = spawn_tty(&mut s, "cat", json!({}));
+    let e = s.call_err(
+        "input",
+        json!({"job_id": id, "keys": ["Enter", "C-NoSuchKey"]}),
+    );
+    assert!(e.contains("\"C-NoSuchKey\""), "{e}");
+    let e = s.call_err("input", json!({"job_id": id, "keys": ["F99"]}));
+    assert!(e.contains("\"F99\""), "{e}");
+    let e = s.call_err("input", json!({"job_id": id, "keys": "Enter"}));
+    assert!(e.contains("\"keys\" must be an array of strings"), "{e}");
+    // A refused item sends nothing, not even the valid items before it.
+    let out = s.call("output", json!({"job_id": id, "stdout": "all"}));
+    assert_eq!(out["stdout"]["total_bytes"], json!(0), "{out}");
+    s.call("kill", json!({"job_id": id}));
+    let pipe = s.spawn_job("sleep 30");
+    let e = s.call_err("screen", json!({"job_id": pipe}));
+    assert_eq!(
+        e,
+        format!("job \"{pipe}\" has no terminal (start it with \"tty\": true)")
+    );
+    s.call("kill", json!({"job_id": pipe}));
 }
 
 fn resize_of_a_pipe_job_and_bad_terminal_arguments_are_clear_errors(t: Target) {
@@ -271,6 +395,17 @@ fn resize_of_a_pipe_job_and_bad_terminal_arguments_are_clear_errors(t: Target) {
     s.call("kill", json!({"job_id": id}));
 }
 
+fn a_tty_job_of_another_user_can_reopen_its_terminal_by_name(t: Target) {
+    let mut s = server(t);
+    // As `ssh` and `sudo` do: open the terminal by the name `tty` prints.
+    let r = s.call(
+        "execute",
+        json!({"command": "id -u; echo via-name > \"$(tty)\"", "tty": true, "user": "nobody"}),
+    );
+    assert_eq!(r["state"], json!("success"), "{r}");
+    assert_eq!(r["stdout"]["data"], json!("65534\r\nvia-name\r\n"), "{r}");
+}
+
 fn a_2024_11_05_session_ignores_tty(t: Target) {
     let mut s = Server::started_in(t, &[("SHELL", "/bin/sh")], "2024-11-05");
     let r = s.call(
@@ -291,5 +426,10 @@ crate::parity!(
     kill_ends_the_session_including_a_background_child,
     kill_reaches_the_groups_of_a_job_control_shell,
     resize_of_a_pipe_job_and_bad_terminal_arguments_are_clear_errors,
+    keys_reach_the_program_and_cat_echoes_them,
+    the_screen_shows_a_running_and_an_ended_job_until_delivery,
+    a_full_screen_program_shows_as_the_alternate_screen,
+    bad_key_names_and_screen_of_a_pipe_job_are_errors_naming_them,
+    a_tty_job_of_another_user_can_reopen_its_terminal_by_name,
     a_2024_11_05_session_ignores_tty,
 );

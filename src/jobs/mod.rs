@@ -18,7 +18,7 @@
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
-//! | [`Jobs::is_tty`], [`Jobs::resize`], [`Jobs::terminal_device`] | terminal jobs (SPEC §20) | [`terminal`] |
+//! | [`Jobs::is_tty`], [`Jobs::resize`], [`Jobs::screen`], [`Jobs::terminal_device`] | terminal jobs (SPEC §20) | [`terminal`] |
 //!
 //! Every job has one [`Owner`], set at launch: the caller (whoever claims
 //! the result first) or a stream (only it delivers; SPEC §11.2). Jobs are
@@ -73,7 +73,7 @@ use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};
-pub use terminal::{DEFAULT_SIZE, MAX_DIMENSION, TerminalError, window_size};
+pub use terminal::{DEFAULT_SIZE, MAX_DIMENSION, SCROLLBACK_LINES, TerminalError, window_size};
 pub use wait::{Trigger, Until, WaitEntry, WaitError};
 
 /// How long to wait for SIGKILL to take effect after a grace.

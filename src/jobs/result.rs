@@ -2,8 +2,8 @@
 //!
 //! Field order is the declaration order: `job_id`, `state`, `queued_for`,
 //! `label`, `tty`, `exit_code`, `signal`, `signal_number`, `start_error`,
-//! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `stdout`,
-//! `stderr`.
+//! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `screen`,
+//! `stdout`, `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
 //!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended at a
 //!   deadline) or `error`.
@@ -19,7 +19,8 @@
 //!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
 //!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
 //!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited),
-//!   `tty: true` for a job on a pseudo-terminal (SPEC §20).
+//!   `tty: true` for a job on a pseudo-terminal (SPEC §20), and in a
+//!   terminal job's delivered result its last `screen` (before the streams).
 //!   A 2024-11-05 session sees exactly the reference shapes.
 //!
 //! Which of these a result shows is [`Fields`]: a front-end picks it from
@@ -30,6 +31,7 @@ use serde::Serialize;
 use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Gone, Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec};
+use crate::terminal::ScreenView;
 
 /// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
 /// for the earlier jobs of its shell session.
@@ -202,6 +204,9 @@ pub struct JobResult {
     /// How long it waited for capacity.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
+    /// A terminal job's last screen (SPEC §20), in its delivered result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenView>,
     /// stdout, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdout: Option<Slice>,
@@ -227,6 +232,7 @@ impl JobResult {
             started_at: None,
             duration_ms: None,
             queued_ms: None,
+            screen: None,
             stdout: job
                 .stdout
                 .slice_with(stdout, view.redact.map(|r| r as &dyn Redact)),
@@ -269,7 +275,11 @@ impl JobResult {
     pub fn delivered(job: &Job, view: &View<'_>) -> JobResult {
         let success = job.phase().is_success() && !job.cause.is_some_and(Cause::is_deadline);
         let side = job.capture.side(success);
-        JobResult::with_streams(job, &side.stdout, &side.stderr, view)
+        let mut r = JobResult::with_streams(job, &side.stdout, &side.stderr, view);
+        if view.fields.has_part_two() {
+            r.screen = super::terminal::last_screen(&job.tty, view.redact);
+        }
+        r
     }
 }
 

@@ -414,9 +414,9 @@ pub(crate) async fn run(
             }
             ready = terminal_readable(term.as_deref()), if term_open => {
                 last_output = Instant::now();
-                let read = match ready {
-                    Ok(guard) => read_terminal(table, id, guard),
-                    Err(_) => Read::Eof,
+                let read = match (ready, term.as_deref()) {
+                    (Ok(guard), Some(t)) => read_terminal(table, id, t, guard),
+                    _ => Read::Eof,
                 };
                 match read {
                     Read::Open => {}
@@ -477,6 +477,7 @@ async fn terminal_readable(
 fn read_terminal(
     table: &JobTable,
     id: JobId,
+    t: &Terminal,
     mut guard: tokio::io::unix::AsyncFdReadyGuard<'_, std::os::fd::OwnedFd>,
 ) -> Read {
     with_buffer(|buf| {
@@ -485,6 +486,8 @@ fn read_terminal(
                 Err(_would_block) => return Read::Open,
                 Ok(Ok(0)) => return Read::Eof,
                 Ok(Ok(n)) => {
+                    // The screen first: see `Terminal`'s invariant.
+                    t.feed(&buf[..n]);
                     if !table.push_output(id, Stream::Stdout, &buf[..n]) {
                         return Read::Gone;
                     }
@@ -526,6 +529,7 @@ fn drain_terminal(table: &JobTable, id: JobId, t: &Terminal) -> Read {
                 Ok(0) | Err(rustix::io::Errno::IO) => return Read::Eof,
                 Ok(n) => {
                     read += n;
+                    t.feed(&buf[..n]);
                     if !table.push_output(id, Stream::Stdout, &buf[..n]) {
                         return Read::Gone;
                     }

@@ -27,6 +27,8 @@ use init::{TerminalDevice, WindowSize};
 use tokio::io::unix::AsyncFd;
 
 use super::{JobId, Jobs};
+use crate::capture::Redact;
+use crate::terminal::{Screen, ScreenView};
 
 /// The default size of a terminal job: 120 columns, 40 rows (SPEC §20).
 pub const DEFAULT_SIZE: WindowSize = WindowSize {
@@ -38,16 +40,34 @@ pub const DEFAULT_SIZE: WindowSize = WindowSize {
 /// 1000×1000 cells is already far past any real terminal.
 pub const MAX_DIMENSION: u16 = 1000;
 
+/// Lines of scrollback a terminal job's screen keeps above it (the most
+/// `screen`'s `scrollback` returns).
+pub const SCROLLBACK_LINES: usize = 1000;
+
 /// The line discipline's EOF key (`C-d`, `VEOF` in the default termios).
 const EOF_KEY: u8 = 0x04;
 
 /// A terminal job's terminal: its master, registered with the reactor, and
-/// what the job service knows of it.
-#[derive(Debug)]
+/// what the job service knows of it — its device, its size and its screen.
+///
+/// The screen is fed by the runner, the master's only reader, with every
+/// byte it reads, in order, *before* the bytes enter the job's `stdout`
+/// window: so a screen never lags the window a reader of the window has
+/// just seen, and its `offset` is the count of bytes it reflects.
 pub(super) struct Terminal {
     master: AsyncFd<OwnedFd>,
     device: TerminalDevice,
     size: Mutex<WindowSize>,
+    screen: Mutex<Screen>,
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal")
+            .field("device", &self.device)
+            .field("size", &self.size())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether a job runs on a terminal, and its terminal once started.
@@ -88,6 +108,7 @@ impl Terminal {
             master: init::pty::register(master)?,
             device,
             size: Mutex::new(size),
+            screen: Mutex::new(Screen::new(size.cols, size.rows, SCROLLBACK_LINES)),
         })
     }
 
@@ -98,10 +119,23 @@ impl Terminal {
 
     /// The terminal's current size.
     pub(super) fn size(&self) -> WindowSize {
-        *self
-            .size
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *lock(&self.size)
+    }
+
+    /// Feeds bytes read from the master to the screen (the runner, before
+    /// it puts them in the window).
+    pub(super) fn feed(&self, bytes: &[u8]) {
+        lock(&self.screen).feed(bytes);
+    }
+
+    /// The screen now, with up to `scrollback` lines above it.
+    fn view(&self, scrollback: usize) -> ScreenView {
+        lock(&self.screen).view(scrollback)
+    }
+
+    /// Whether the program asked for application cursor keys (DECCKM).
+    fn application_cursor(&self) -> bool {
+        lock(&self.screen).application_cursor()
     }
 
     /// Writes all of `data` to the terminal's input, waiting while its
@@ -128,14 +162,20 @@ impl Terminal {
     /// Sets the size (`TIOCSWINSZ`: the kernel sends SIGWINCH to the
     /// terminal's foreground group when it changes).
     fn resize(&self, size: WindowSize) -> io::Result<()> {
-        let mut now = self
-            .size
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut now = lock(&self.size);
         init::pty::set_size(self.master.get_ref().as_fd(), size)?;
         *now = size;
+        // Before the program can redraw: it learns the size from SIGWINCH,
+        // and its output is fed after this returns.
+        lock(&self.screen).resize(size.cols, size.rows);
         Ok(())
     }
+}
+
+/// A mutex's guard; a poisoned one is taken as is (its data is a screen or
+/// a size, consistent after any panic of a reader).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Why a terminal verb was refused.
@@ -228,5 +268,112 @@ impl Jobs {
             Tty::Asked => Err(TerminalError::Queued),
             Tty::Open(t) => t.resize(size).map_err(TerminalError::Failed),
         }
+    }
+
+    /// A terminal job's screen (SPEC §20): the visible rows, cursor,
+    /// alternate-screen flag, title and the raw offset it reflects, with up
+    /// to `scrollback` lines from above it (at most [`SCROLLBACK_LINES`]).
+    /// Works while the job runs and after it ended, until it is delivered.
+    /// With `redact`, each line (and the title) is redacted as output is;
+    /// a secret split across two lines is matched only in its parts.
+    pub fn screen(
+        &self,
+        id: JobId,
+        scrollback: usize,
+        redact: Option<&(dyn Redact + Sync)>,
+    ) -> Result<ScreenView, TerminalError> {
+        let terminal = self
+            .shared
+            .table
+            .with(id, |j| j.tty.clone())
+            .ok_or(TerminalError::Unknown)?;
+        match terminal {
+            Tty::No => Err(TerminalError::NotTerminal),
+            Tty::Asked => Err(TerminalError::Queued),
+            Tty::Open(t) => Ok(redacted(t.view(scrollback), redact)),
+        }
+    }
+
+    /// Whether a terminal job's program asked for application cursor keys
+    /// (DECCKM): `input`'s `keys` then sends the cursor keys as xterm does
+    /// in that mode. `false` for a pipe job or no such job.
+    pub fn application_cursor(&self, id: JobId) -> bool {
+        self.shared
+            .table
+            .with(id, |j| j.tty.open().map(|t| t.application_cursor()))
+            .flatten()
+            .unwrap_or(false)
+    }
+}
+
+/// The screen of a delivered terminal job (its last screen), for its
+/// result; `None` for a pipe job.
+pub(super) fn last_screen(tty: &Tty, redact: Option<&(dyn Redact + Sync)>) -> Option<ScreenView> {
+    tty.open().map(|t| redacted(t.view(0), redact))
+}
+
+/// `view` with each line, scrollback line and the title redacted.
+fn redacted(mut view: ScreenView, redact: Option<&(dyn Redact + Sync)>) -> ScreenView {
+    let Some(r) = redact else {
+        return view;
+    };
+    let one = |line: &mut String| {
+        let bytes = std::mem::take(line).into_bytes();
+        *line = r.redact(&bytes, 0..bytes.len()).0;
+    };
+    view.lines.iter_mut().for_each(one);
+    if let Some(lines) = view.scrollback.as_mut() {
+        lines.iter_mut().for_each(one);
+    }
+    if let Some(title) = view.title.as_mut() {
+        one(title);
+    }
+    view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_size_is_one_to_a_thousand_cells_each_way() {
+        assert_eq!(
+            window_size(1, 1).ok(),
+            Some(WindowSize { cols: 1, rows: 1 })
+        );
+        assert_eq!(
+            window_size(1000, 1000).ok(),
+            Some(WindowSize {
+                cols: 1000,
+                rows: 1000
+            })
+        );
+        for (cols, rows) in [(0, 24), (80, 0), (1001, 24), (80, 70_000), (u64::MAX, 1)] {
+            assert!(
+                matches!(window_size(cols, rows), Err(TerminalError::BadSize)),
+                "{cols}x{rows}"
+            );
+        }
+    }
+
+    /// Redacts every "secret" to "[REDACTED]".
+    struct Secret;
+    impl Redact for Secret {
+        fn redact(&self, text: &[u8], data: std::ops::Range<usize>) -> (String, u64) {
+            let s = String::from_utf8_lossy(&text[data]).into_owned();
+            let n = s.matches("secret").count() as u64;
+            (s.replace("secret", "[REDACTED]"), n)
+        }
+    }
+
+    #[test]
+    fn a_redacted_screen_hides_secrets_in_lines_scrollback_and_title() {
+        let mut screen = Screen::new(20, 2, 10);
+        screen.feed(b"\x1b]0;a secret title\x07one secret\r\ntwo\r\nthree secret");
+        let view = redacted(screen.view(5), Some(&Secret));
+        assert_eq!(view.lines, ["two", "three [REDACTED]"]);
+        assert_eq!(view.scrollback, Some(vec!["one [REDACTED]".to_owned()]));
+        assert_eq!(view.title.as_deref(), Some("a [REDACTED] title"));
+        assert_eq!(view.offset, screen.offset());
     }
 }

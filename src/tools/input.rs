@@ -40,6 +40,11 @@ fn input_schema(rev: Revision) -> Value {
         schema["properties"]["close"]["description"] = json!(
             "Send EOF after the data and keys (a terminal job: C-d, and the terminal stays open)."
         );
+        schema["properties"]["keys"] = json!({
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Sent after data, in order: each item a key in tmux's spelling (Enter, Tab, Escape, BSpace, Up, PageUp, F5, C-c, M-x, C-S-Left…), sent as the key's bytes, or else literal text, sent as is."
+        });
         schema["properties"]["resize"] = json!({
             "type": "object",
             "description": "A terminal job's new size (set first; its foreground programs get SIGWINCH).",
@@ -82,6 +87,21 @@ fn resize(a: &Args) -> Result<Option<WindowSize>, ToolError> {
     }
 }
 
+/// `keys`' bytes (SPEC §20): each item a tmux key name or literal text.
+/// The cursor keys are sent as the job's program asked for (DECCKM).
+fn keys(a: &Args, application_cursor: bool) -> Result<Vec<u8>, ToolError> {
+    let items: Vec<String> = match a.get("keys") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| ToolError::invalid("\"keys\" must be an array of strings"))?,
+        Some(_) => return Err(ToolError::invalid("\"keys\" must be an array of strings")),
+    };
+    crate::terminal::encode_for(&items, application_cursor).map_err(ToolError::invalid)
+}
+
 /// The tool error of a refused resize.
 fn resize_error(id: JobId, e: TerminalError) -> ToolError {
     match e {
@@ -95,14 +115,15 @@ fn resize_error(id: JobId, e: TerminalError) -> ToolError {
 
 async fn input(call: &Call, a: &Args) -> ToolOutcome {
     let id = args::job_id_not_empty(a)?;
-    let data = args::opt_str(a, "data")?.unwrap_or("").as_bytes().to_vec();
+    let mut data = args::opt_str(a, "data")?.unwrap_or("").as_bytes().to_vec();
     let close = args::opt_bool(a, "close")?;
     let jobs = &call.app.jobs;
-    if call.revision.has_terminals()
-        && let Some(size) = resize(a)?
-    {
-        jobs.resize(id, size.cols, size.rows)
-            .map_err(|e| resize_error(id, e))?;
+    if call.revision.has_terminals() {
+        data.extend(keys(a, jobs.application_cursor(id))?);
+        if let Some(size) = resize(a)? {
+            jobs.resize(id, size.cols, size.rows)
+                .map_err(|e| resize_error(id, e))?;
+        }
     }
     let written = cancellable(&call.cancel, jobs.write_stdin(id, &data, close)).await?;
     match written {

@@ -21,6 +21,7 @@ pub mod kill;
 pub mod list_jobs;
 pub mod output;
 pub mod schema;
+pub mod screen;
 pub mod shell_sessions;
 pub mod status;
 pub mod upload;
@@ -89,10 +90,16 @@ pub static TOOLS: [&Tool; 7] = [
     &list_jobs::TOOL,
 ];
 
-/// The Part II tools (SPEC §10-§17), listed after [`TOOLS`] and only to
-/// sessions of 2025-03-26 and later: a 2024-11-05 session sees exactly the
-/// seven Part I tools, and calling one of these is an unknown tool there.
-pub static PART_TWO_TOOLS: [&Tool; 3] = [&upload::TOOL, &download::TOOL, &shell_sessions::TOOL];
+/// The Part II and III tools (SPEC §10-§17, §20), listed after [`TOOLS`]
+/// and only to sessions of 2025-03-26 and later: a 2024-11-05 session sees
+/// exactly the seven Part I tools, and calling one of these is an unknown
+/// tool there.
+pub static PART_TWO_TOOLS: [&Tool; 4] = [
+    &upload::TOOL,
+    &download::TOOL,
+    &shell_sessions::TOOL,
+    &screen::TOOL,
+];
 
 /// The tools a session of `revision` sees, in `tools/list` order.
 pub fn visible(revision: Revision) -> impl Iterator<Item = &'static Tool> {
@@ -262,7 +269,7 @@ mod tests {
         let first = &new["tools"][0];
         assert!(first.get("annotations").is_some() && first.get("outputSchema").is_some());
         assert_eq!(old["tools"].as_array().unwrap().len(), 7);
-        assert_eq!(new["tools"].as_array().unwrap().len(), 10);
+        assert_eq!(new["tools"].as_array().unwrap().len(), 11);
     }
 
     #[test]

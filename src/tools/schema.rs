@@ -115,10 +115,34 @@ pub fn job_result_schema(rev: Revision) -> Value {
         );
         props.insert("went_quiet".into(), json!({"type": "number"}));
     }
+    if rev.has_terminals() {
+        props.insert("screen".into(), screen_schema());
+    }
     props.insert("stdout".into(), slice_schema());
     props.insert("stderr".into(), slice_schema());
     props.insert("stdin_error".into(), json!({"type": "string"}));
     json!({"type": "object", "properties": props, "required": ["job_id", "state"]})
+}
+
+/// A terminal job's screen (SPEC §20): the `screen` tool's result, and
+/// `screen` in a terminal job's delivered result.
+pub fn screen_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "cols": {"type": "integer"},
+            "rows": {"type": "integer"},
+            "lines": {"type": "array", "items": {"type": "string"}, "description": "The visible rows, top to bottom, trailing blanks trimmed."},
+            "cursor": {"type": "object", "properties": {
+                "row": {"type": "integer"}, "col": {"type": "integer"}, "visible": {"type": "boolean"}
+            }, "required": ["row", "col", "visible"]},
+            "alternate_screen": {"type": "boolean"},
+            "title": {"type": "string"},
+            "offset": {"type": "integer", "description": "The raw stdout byte offset this screen reflects."},
+            "scrollback": {"type": "array", "items": {"type": "string"}, "description": "Lines from above the screen, oldest first (when asked for)."}
+        },
+        "required": ["cols", "rows", "lines", "cursor", "alternate_screen", "offset"]
+    })
 }
 
 /// The status object (SPEC §4.4).

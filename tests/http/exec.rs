@@ -456,6 +456,22 @@ fn the_exec_stdin_string_reaches_the_job_and_eof_follows(t: Target) {
     );
 }
 
+fn a_tty_exec_streams_the_terminal_as_stdout_and_its_stdin_ends_with_c_d(t: Target) {
+    let s = Both::start(t, &[], &[]);
+    let events = Stream::open(
+        s.port,
+        &json!({"command": "cat; [ -t 1 ] && echo eof-on-a-tty", "stdin": "fed\n", "tty": true}),
+    )
+    .rest();
+    let (data, _) = joined(&events, "stdout");
+    // The terminal echoes the input, cat writes it back, C-d ends cat.
+    assert_eq!(data, "fed\r\nfed\r\neof-on-a-tty\r\n", "{events:?}");
+    assert!(!events.iter().any(|e| e.name == "stderr"), "{events:?}");
+    let exit = &events.last().unwrap().data;
+    assert_eq!(exit["exit_code"], json!(0), "{events:?}");
+    assert_eq!(exit["tty"], json!(true), "{exit}");
+}
+
 macro_rules! exec_targets {
     ($($name:ident),* $(,)?) => {
         mod bare { $( #[test] fn $name() { if crate::support::Target::Bare.available() { super::$name(crate::support::Target::Bare) } } )* }
@@ -469,6 +485,7 @@ exec_targets!(
     a_stream_owned_job_is_listed_refused_by_wait_and_kill_leaves_its_result_to_the_stream,
     a_client_that_leaves_an_exec_stream_ends_its_job,
     the_exec_stdin_string_reaches_the_job_and_eof_follows,
+    a_tty_exec_streams_the_terminal_as_stdout_and_its_stdin_ends_with_c_d,
 );
 
 /// Transport-level behaviour: the bare target is enough.
