@@ -265,6 +265,7 @@ impl JobResult {
             started_at: None,
             duration_ms: None,
             queued_ms: None,
+            screen: None,
             stdout: None,
             stderr: None,
         }
