@@ -20,6 +20,9 @@ mod exec;
 /// `/files`: streamed file transfer and the file API (SPEC §13.2).
 mod files;
 
+/// `GET /jobs/<id>/tty`: terminal attach over a WebSocket, with the Python `websockets` client (SPEC §20).
+mod tty;
+
 /// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
 mod abuse;
 

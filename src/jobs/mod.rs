@@ -14,6 +14,8 @@
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet or awaits input | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
+//! | [`Jobs::follow_raw`] | a job's raw stdout, gaps said, and how it ended; never takes the result | [`follow`] |
+//! | [`Jobs::attach_writer`] | the one attached terminal writer, or a takeover | [`attach`] |
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
@@ -40,6 +42,7 @@
 //! - [`awaiting`]: whether a running job is blocked reading its stdin or
 //!   terminal (SPEC §20.1), for `status`, `list`, `wait_any` and the gauge.
 
+mod attach;
 mod awaiting;
 mod breaker;
 mod follow;
@@ -62,7 +65,8 @@ use init::{Init, Signal, Step};
 use tokio::time::Instant;
 
 use crate::capture::StreamSpec;
-pub use follow::Event;
+pub use attach::{AttachError, WriterLease};
+pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
 pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};

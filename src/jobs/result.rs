@@ -278,6 +278,23 @@ impl JobResult {
         r
     }
 
+    /// How a job ended whose result was delivered already: its status and
+    /// cause, without timing or streams.
+    pub fn gone(g: &Gone, fields: Fields) -> JobResult {
+        let cause = g.cause.filter(|_| fields.has_part_two());
+        JobResult {
+            status: Status::gone(g, fields),
+            timed_out: cause.and_then(|c| c.is_deadline().then_some(true)),
+            cause: cause.map(Cause::name),
+            started_at: None,
+            duration_ms: None,
+            queued_ms: None,
+            screen: None,
+            stdout: None,
+            stderr: None,
+        }
+    }
+
     /// The terminal result as delivered by `execute`, `wait` and `kill`:
     /// status plus the streams of the job's capture policy for its outcome.
     pub fn delivered(job: &Job, view: &View<'_>) -> JobResult {

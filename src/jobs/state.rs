@@ -305,6 +305,16 @@ impl Owner {
     pub fn is_caller(self) -> bool {
         self == Owner::Caller
     }
+
+    /// The wire name: `caller` (an MCP client's `execute`/`wait`/`kill`),
+    /// `stream` (a `POST /exec` stream), `task` (an MCP Task, SPEC §19).
+    pub fn name(self) -> &'static str {
+        match self {
+            Owner::Caller => "caller",
+            Owner::Stream => "stream",
+            Owner::Task(_) => "task",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -122,6 +122,8 @@ pub struct Job {
     waiters: usize,
     /// `kill` calls signalling it that will claim it ([`JobTable::reserve`]).
     signalling: usize,
+    /// The one attached terminal writer (SPEC §20), if any.
+    pub(super) writer: Option<super::attach::Writer>,
 }
 
 impl Job {
@@ -160,6 +162,7 @@ impl Job {
             tty,
             waiters: 0,
             signalling: 0,
+            writer: None,
         }
     }
 
@@ -255,6 +258,10 @@ pub struct Gone {
     pub cause: Option<Cause>,
     /// Its label.
     pub label: Option<String>,
+    /// Who received its result.
+    pub owner: Owner,
+    /// Bytes it wrote to stdout in all.
+    pub stdout_bytes: u64,
 }
 
 /// The queue is full: `(running, queued)`.
@@ -328,6 +335,8 @@ impl Inner {
                 phase: job.phase(),
                 cause: job.cause,
                 label: job.label.clone(),
+                owner: job.owner,
+                stdout_bytes: job.stdout.total(),
             };
             self.gone.insert(id, (gone, job.waiters));
         }
@@ -597,6 +606,18 @@ impl JobTable {
     /// Runs `f` on the job, if it exists.
     pub(super) fn with<R>(&self, id: JobId, f: impl FnOnce(&Job) -> R) -> Option<R> {
         self.lock().jobs.get(&id).map(f)
+    }
+
+    /// Runs `f` on the job mutably, if it exists (a short change of one of
+    /// its own fields; nothing that wakes waiters).
+    pub(super) fn with_mut<R>(&self, id: JobId, f: impl FnOnce(&mut Job) -> R) -> Option<R> {
+        self.lock().jobs.get_mut(&id).map(f)
+    }
+
+    /// How job `id` ended, if it left the table while a registered waiter
+    /// listed it ([`JobTable::register_waiter`]).
+    pub(super) fn gone(&self, id: JobId) -> Option<Gone> {
+        self.lock().gone.get(&id).map(|(g, _)| g.clone())
     }
 
     /// Records why a job is ending (first cause wins; a job that is

@@ -69,10 +69,10 @@ pub const TRANSFER_CHUNK: usize = 256 << 10;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
 /// kept raw (percent-encoded) until used.
-struct Query<'a>(Vec<(&'a str, &'a str)>);
+pub(super) struct Query<'a>(Vec<(&'a str, &'a str)>);
 
 impl<'a> Query<'a> {
-    fn parse(q: Option<&'a str>) -> Query<'a> {
+    pub(super) fn parse(q: Option<&'a str>) -> Query<'a> {
         Query(
             q.unwrap_or("")
                 .split('&')
@@ -82,12 +82,12 @@ impl<'a> Query<'a> {
         )
     }
 
-    fn get(&self, key: &str) -> Option<&'a str> {
+    pub(super) fn get(&self, key: &str) -> Option<&'a str> {
         self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
     }
 
     /// A flag: present and not `false`/`0`.
-    fn flag(&self, key: &str) -> bool {
+    pub(super) fn flag(&self, key: &str) -> bool {
         self.get(key).is_some_and(|v| v != "false" && v != "0")
     }
 

@@ -21,6 +21,8 @@
 //!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
 //! - [`files`]: `/files/<abs path>`: streamed file transfer and the file
 //!   API (SPEC §13.2).
+//! - [`tty`]: `GET /jobs/<id>/tty`, a human attached to a job's terminal
+//!   over a WebSocket (SPEC §20).
 //!
 //! # Disconnects (SPEC §10)
 //! When the client goes away, hyper drops the handler's future (JSON) or
@@ -59,6 +61,7 @@ mod routing;
 pub mod settings;
 mod stall;
 mod state;
+mod tty;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -257,7 +260,8 @@ async fn serve(stream: TcpStream, state: Arc<HttpState>, listener: Listener, slo
         .max_buf_size(MAX_HEAD_BYTES);
     let io = stall::Stalls::new(TokioIo::new(stream), stall);
     tokio::select! {
-        served = builder.serve_connection(io, service) => {
+        // A WebSocket (`/jobs/<id>/tty`) takes the connection over.
+        served = builder.serve_connection(io, service).with_upgrades() => {
             if let Err(e) = served {
                 tracing::debug!(error = %e, "HTTP connection ended");
             }
@@ -283,6 +287,11 @@ async fn handle(
     let mut reply = route(&state, listener, req).await;
     reply.body_mut().hold(active);
     Ok(reply)
+}
+
+/// The `<id>` of `/jobs/<id>/tty`.
+fn tty_job(path: &str) -> Option<&str> {
+    path.strip_prefix("/jobs/")?.strip_suffix("/tty")
 }
 
 /// The guard, then the endpoint. The metrics listener serves the probes
@@ -335,6 +344,10 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
         (Method::DELETE, "/mcp") => mcp::delete(state, &req),
         (Method::POST, "/exec") => exec::post(state, req).await,
         (_, p) if p.starts_with("/files/") || p == "/files" => files::handle(state, req).await,
+        (Method::GET, p) if let Some(id) = tty_job(p) => {
+            let id = id.to_owned();
+            tty::get(state, req, &id)
+        }
         (_, "/mcp") => mcp::not_allowed(),
         _ => status(StatusCode::NOT_FOUND, "not found"),
     }
