@@ -2,6 +2,7 @@
 # Interop tests: mcp-exec driven by real MCP clients, over stdio and over
 # Streamable HTTP (`--http 127.0.0.1:<free port> --no-stdio`, with and without a token).
 #   python/       the official Python SDK (PyPI `mcp`, pinned in requirements.txt), pytest
+#   python-1x/    its last 1.x release (own venv and requirements.txt): 2025-11-25 Tasks
 #   node/         the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
 #   node/         the MCP Inspector CLI (@modelcontextprotocol/inspector)
 #   conformance/  the official conformance suite (@modelcontextprotocol/conformance) over
@@ -39,6 +40,16 @@ install_python() {
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
         -r requirements.txt </dev/null || { echo "pip install -r requirements.txt failed"; return 1; }
     sha256sum <requirements.txt >.venv/.requirements.sha256
+}
+
+install_python_1x() {
+    command -v python3 >/dev/null 2>&1 || { echo "python3 not found"; return 1; }
+    if stamp_matches python-1x/requirements.txt python-1x/.venv/.requirements.sha256; then return 0; fi
+    rm -rf python-1x/.venv
+    python3 -m venv python-1x/.venv || { echo "python3 -m venv failed"; return 1; }
+    python-1x/.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
+        -r python-1x/requirements.txt </dev/null || { echo "pip install -r python-1x/requirements.txt failed"; return 1; }
+    sha256sum <python-1x/requirements.txt >python-1x/.venv/.requirements.sha256
 }
 
 install_node() {
@@ -98,6 +109,13 @@ else
     skip_or_fail "python sdk" "$reason"
 fi
 
+if reason=$(install_python_1x 2>&1); then
+    run "python sdk 1.x tasks, stdio and http (mcp $(python-1x/.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))'))" \
+        bash -c 'cd python-1x && exec timeout 600 .venv/bin/python -m pytest -q test_python_sdk_1x_tasks.py'
+else
+    skip_or_fail "python sdk 1.x" "$reason"
+fi
+
 if reason=$(install_node 2>&1); then
     sdk_version=$(node -p 'require("./node/node_modules/@modelcontextprotocol/sdk/package.json").version')
     inspector_version=$(node -p 'require("./node/node_modules/@modelcontextprotocol/inspector/package.json").version')
@@ -105,6 +123,8 @@ if reason=$(install_node 2>&1); then
         bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap sdk.test.mjs'
     run "typescript sdk over http ($sdk_version)" \
         bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap sdk-http.test.mjs'
+    run "typescript sdk tasks, stdio and http ($sdk_version)" \
+        bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap sdk-tasks.test.mjs'
     run "inspector cli ($inspector_version)" \
         bash -c 'cd node && exec timeout 600 node --test --test-reporter=tap inspector.test.mjs'
     run "inspector cli over http ($inspector_version)" \

@@ -40,6 +40,11 @@ pub struct Config {
     pub max_running: usize,
     /// `MCP_EXEC_MAX_QUEUED`: jobs waiting to start.
     pub max_queued: usize,
+    /// `MCP_EXEC_TASK_TTL`: how long an MCP Task and its job are kept, the
+    /// default and the maximum (SPEC §19).
+    pub task_ttl: Duration,
+    /// `MCP_EXEC_MAX_TASKS`: live MCP Tasks at once (SPEC §19).
+    pub max_tasks: usize,
     /// `MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT`: largest per-job `max_output_bytes`.
     pub max_output_bytes_limit: usize,
     /// `MCP_EXEC_BREAKER_FAILURES`: consecutive resource failures that open
@@ -60,9 +65,11 @@ pub struct Config {
     pub redact_patterns_file: Option<String>,
     /// `MCP_EXEC_HTTP` / `--http`: the Streamable HTTP listen address, raw.
     pub http: Option<String>,
-    /// `MCP_EXEC_HTTP_TOKEN_FILE`, raw.
+    /// `MCP_EXEC_HTTP_TOKEN_FILE`, raw; set but empty is kept (and refused
+    /// by the HTTP settings: an unset shell variable must not mean "no token").
     pub http_token_file: Option<String>,
-    /// `MCP_EXEC_HTTP_TOKEN`, raw (never shown by `Debug`).
+    /// `MCP_EXEC_HTTP_TOKEN`, raw (never shown by `Debug`); set but empty is
+    /// kept, like the file's.
     pub http_token: Option<Secret>,
     /// `MCP_EXEC_HTTP_ALLOWED_ORIGINS`, raw.
     pub http_allowed_origins: Option<String>,
@@ -72,6 +79,12 @@ pub struct Config {
     pub http_session_idle: Duration,
     /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`, raw (a limit: validated by `main`).
     pub http_max_connections: Option<String>,
+    /// `MCP_EXEC_HTTP_MAX_SESSIONS`: HTTP sessions at most; past it the least
+    /// recently used idle one ends.
+    pub http_max_sessions: usize,
+    /// `MCP_EXEC_HTTP_STALL_TIMEOUT`: how long a write to a client, or a
+    /// `/files` body frame, may make no progress.
+    pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
@@ -140,6 +153,8 @@ impl Default for Config {
             yield_after: Some(Duration::from_secs(50)),
             max_running: max_running_for(1024),
             max_queued: 1000,
+            task_ttl: Duration::from_secs(3600),
+            max_tasks: 1024,
             max_output_bytes_limit: 64 << 20,
             breaker_failures: 20,
             breaker_cooldown: Duration::from_secs(10),
@@ -155,6 +170,8 @@ impl Default for Config {
             http_insecure: false,
             http_session_idle: Duration::from_secs(3600),
             http_max_connections: None,
+            http_max_sessions: 1024,
+            http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
@@ -166,7 +183,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 30] = [
+pub const VARIABLES: [(&str, &str, &str); 34] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -223,6 +240,12 @@ pub const VARIABLES: [(&str, &str, &str); 30] = [
         "jobs running at once (default: soft RLIMIT_NOFILE - 64, / 3)",
     ),
     ("MCP_EXEC_MAX_QUEUED", "1000", "jobs waiting to start"),
+    (
+        "MCP_EXEC_TASK_TTL",
+        "3600",
+        "seconds an MCP Task and its job are kept: the default and the maximum TTL",
+    ),
+    ("MCP_EXEC_MAX_TASKS", "1024", "live MCP Tasks at once"),
     (
         "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
         "67108864",
@@ -292,7 +315,17 @@ pub const VARIABLES: [(&str, &str, &str); 30] = [
     (
         "MCP_EXEC_HTTP_MAX_CONNECTIONS",
         "256",
-        "open HTTP connections at most",
+        "open HTTP connections per listener at most (past it an idle token-less one is evicted)",
+    ),
+    (
+        "MCP_EXEC_HTTP_MAX_SESSIONS",
+        "1024",
+        "HTTP sessions at most (past it the least recently used idle one ends)",
+    ),
+    (
+        "MCP_EXEC_HTTP_STALL_TIMEOUT",
+        "30",
+        "seconds a /files body may send nothing, or a client read nothing",
     ),
     (
         "MCP_EXEC_METRICS_LISTEN",
@@ -348,6 +381,11 @@ impl Config {
             &mut c.http_session_idle,
             false,
         );
+        seconds(
+            "MCP_EXEC_HTTP_STALL_TIMEOUT",
+            &mut c.http_stall_timeout,
+            false,
+        );
         let mut bytes = |name: &str, slot: &mut usize| {
             if let Some(raw) = get(name) {
                 match raw.trim().parse::<usize>() {
@@ -378,6 +416,8 @@ impl Config {
         // No job could ever run with 0: a count of jobs, not of bytes.
         count("MCP_EXEC_MAX_RUNNING", &mut c.max_running, 1);
         count("MCP_EXEC_MAX_QUEUED", &mut c.max_queued, 0);
+        count("MCP_EXEC_HTTP_MAX_SESSIONS", &mut c.http_max_sessions, 1);
+        count("MCP_EXEC_MAX_TASKS", &mut c.max_tasks, 0);
         let mut failures = usize::try_from(c.breaker_failures).unwrap_or(usize::MAX);
         count("MCP_EXEC_BREAKER_FAILURES", &mut failures, 0);
         c.breaker_failures = u32::try_from(failures).unwrap_or(u32::MAX);
@@ -401,6 +441,10 @@ impl Config {
         let mut cooldown = Some(c.breaker_cooldown);
         optional("MCP_EXEC_BREAKER_COOLDOWN", &mut cooldown);
         c.breaker_cooldown = cooldown.unwrap_or(Duration::ZERO);
+        let mut ttl = Some(c.task_ttl);
+        optional("MCP_EXEC_TASK_TTL", &mut ttl);
+        // A task must outlive its creation: 0 keeps the default.
+        c.task_ttl = ttl.unwrap_or(Duration::from_secs(3600));
         let mut idle = Some(c.shell_session_idle);
         optional("MCP_EXEC_SHELL_SESSION_IDLE", &mut idle);
         c.shell_session_idle = idle.unwrap_or(Duration::ZERO);
@@ -410,8 +454,8 @@ impl Config {
         c.redact = raw("MCP_EXEC_REDACT");
         c.redact_patterns_file = raw("MCP_EXEC_REDACT_PATTERNS_FILE");
         c.http = raw("MCP_EXEC_HTTP");
-        c.http_token_file = raw("MCP_EXEC_HTTP_TOKEN_FILE");
-        c.http_token = raw("MCP_EXEC_HTTP_TOKEN").map(Secret);
+        c.http_token_file = get("MCP_EXEC_HTTP_TOKEN_FILE");
+        c.http_token = get("MCP_EXEC_HTTP_TOKEN").map(Secret);
         c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
         if let Some(raw) = get("MCP_EXEC_HTTP_INSECURE") {
             match switch(&raw) {

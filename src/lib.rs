@@ -41,6 +41,7 @@ mod policy;
 mod probe;
 mod protocol;
 mod server;
+mod tasks;
 mod terminal;
 mod tools;
 
@@ -230,6 +231,7 @@ fn run(
         // Every `cwd` goes through the cwd policy (SPEC §12.5, §17).
         let app = tools::App::share(tools::App {
             jobs: jobs::Jobs::new(init, &settings),
+            tasks: tasks::Tasks::new(config.task_ttl, config.max_tasks),
             cwd: policies.cwd,
             redact: policies.redact,
             job_policy: policies.jobs,

@@ -4,7 +4,8 @@
 //! ends, `server::session` when a request is answered) through the free
 //! functions here; they cost an atomic add. Gauges that mirror state owned
 //! elsewhere (the job table's counts, the breaker, the HTTP sessions, the
-//! reaper's orphan count) are not kept in step: the scraper hands their
+//! reaper's orphan count, the jobs awaiting input — looked at in `/proc`
+//! only then) are not kept in step: the scraper hands their
 //! values in a [`Snapshot`] and [`render`] sets them just before encoding.
 //! The `process_*` gauges are read from `/proc/self` at scrape time.
 //!
@@ -37,11 +38,14 @@ struct Metrics {
     /// `[upload, download]`, fetched from their family once.
     transfer_bytes: [Counter; 2],
     spawn_failures: Family<Labels, Counter>,
+    http_connections_dropped: Family<Labels, Counter>,
     cpu_seconds: Counter<f64, AtomicU64>,
     jobs_running: Gauge,
     jobs_queued: Gauge,
+    jobs_awaiting_input: Gauge,
     jobs_capacity: Gauge,
     http_sessions: Gauge,
+    tasks: Family<Labels, Gauge>,
     breaker_open: Gauge,
     resident: Gauge,
     open_fds: Gauge,
@@ -66,6 +70,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         output_bytes: [stdout, stderr],
         transfer_bytes: [upload, download],
         spawn_failures: Family::default(),
+        http_connections_dropped: Family::default(),
         cpu_seconds: Counter::default(),
         registry: Mutex::new(Registry::default()),
         jobs_started: Counter::default(),
@@ -76,8 +81,10 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         orphans_reaped: Counter::default(),
         jobs_running: Gauge::default(),
         jobs_queued: Gauge::default(),
+        jobs_awaiting_input: Gauge::default(),
         jobs_capacity: Gauge::default(),
         http_sessions: Gauge::default(),
+        tasks: Family::default(),
         breaker_open: Gauge::default(),
         resident: Gauge::default(),
         open_fds: Gauge::default(),
@@ -110,6 +117,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             m.jobs_queued.clone(),
         );
         mcp.register(
+            "jobs_awaiting_input",
+            "Running jobs blocked reading their stdin or terminal (looked at when scraped)",
+            m.jobs_awaiting_input.clone(),
+        );
+        mcp.register(
             "jobs_capacity",
             "Jobs that may run at once (MCP_EXEC_MAX_RUNNING)",
             m.jobs_capacity.clone(),
@@ -123,6 +135,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "http_sessions",
             "Open Streamable HTTP sessions",
             m.http_sessions.clone(),
+        );
+        mcp.register(
+            "tasks",
+            "Live MCP Tasks, by status (working, completed, failed, cancelled)",
+            m.tasks.clone(),
         );
         mcp.register(
             "breaker_open",
@@ -148,6 +165,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "spawn_failures",
             "Jobs that could not start, by reason (breaker_open, spawn_error)",
             m.spawn_failures.clone(),
+        );
+        mcp.register(
+            "http_connections_dropped",
+            "HTTP connections the listener dropped to keep slots free, by reason \
+             (evicted, refused, silent)",
+            m.http_connections_dropped.clone(),
         );
         let process = r.sub_registry_with_prefix("process");
         process.register(
@@ -204,6 +227,16 @@ pub fn spawn_failed(reason: &'static str) {
         .inc();
 }
 
+/// The HTTP listener dropped a connection: `evicted` for a newcomer at the
+/// limit, `refused` (the newcomer, when none could be evicted), `silent`
+/// (it sent nothing within its first deadline).
+pub fn http_connection_dropped(reason: &'static str) {
+    METRICS
+        .http_connections_dropped
+        .get_or_create(&vec![("reason", reason)])
+        .inc();
+}
+
 /// A job was spawned.
 pub fn job_started() {
     METRICS.jobs_started.inc();
@@ -232,6 +265,17 @@ pub fn request(transport: &'static str, method: &'static str, outcome: &'static 
         .inc();
 }
 
+/// A live MCP Task moved from status `from` (`None`: it was created) to
+/// `to` (`None`: it was removed) (SPEC §19).
+pub fn task_moved(from: Option<&'static str>, to: Option<&'static str>) {
+    if let Some(from) = from {
+        METRICS.tasks.get_or_create(&vec![("status", from)]).dec();
+    }
+    if let Some(to) = to {
+        METRICS.tasks.get_or_create(&vec![("status", to)]).inc();
+    }
+}
+
 /// State owned elsewhere, read by the scraper.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -239,6 +283,8 @@ pub struct Snapshot {
     pub running: usize,
     /// Jobs queued.
     pub queued: usize,
+    /// Running jobs blocked reading their input (SPEC §20.1).
+    pub awaiting_input: usize,
     /// `MCP_EXEC_MAX_RUNNING`.
     pub capacity: usize,
     /// Open HTTP sessions.
@@ -259,6 +305,7 @@ pub fn render(snapshot: &Snapshot) -> String {
     let m = &*METRICS;
     m.jobs_running.set(gauge(snapshot.running));
     m.jobs_queued.set(gauge(snapshot.queued));
+    m.jobs_awaiting_input.set(gauge(snapshot.awaiting_input));
     m.jobs_capacity.set(gauge(snapshot.capacity));
     m.http_sessions.set(gauge(snapshot.http_sessions));
     m.breaker_open.set(i64::from(snapshot.breaker_open));
@@ -339,6 +386,7 @@ mod tests {
         request("stdio", "ping", "ok");
         let text = render(&Snapshot {
             running: 2,
+            awaiting_input: 1,
             capacity: 8,
             ..Snapshot::default()
         });
@@ -350,6 +398,7 @@ mod tests {
             "mcp_exec_job_duration_seconds_bucket{le=\"0.01\"}",
             "mcp_exec_job_queue_wait_seconds_count",
             "mcp_exec_jobs_queued 0",
+            "mcp_exec_jobs_awaiting_input 1",
             "mcp_exec_jobs_capacity 8",
             "mcp_exec_requests_total{transport=\"stdio\",method=\"ping\",outcome=\"ok\"}",
             "mcp_exec_http_sessions 0",

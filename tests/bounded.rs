@@ -82,12 +82,24 @@ fn wait_one(s: &mut Server, id: &str) -> Value {
 }
 
 /// Starts a job that runs until [`release`]: the one that takes the only
-/// running slot in the queue tests.
+/// running slot in the queue tests. It is returned once it waits for its
+/// input, so that `status` and `list_jobs` show it as `awaiting_input`
+/// whatever the timing (SPEC §20.1).
 fn blocker(s: &mut Server) -> String {
     let r = s.call("execute", json!({"command": "read x", "nowait": true}));
     let id = r["job_id"].as_str().expect("job_id").to_owned();
     assert_eq!(r, json!({"job_id": id, "state": "running"}));
+    awaits_input(s, &id);
     id
+}
+
+/// Waits until the running job `id` is blocked reading its stdin.
+fn awaits_input(s: &mut Server, id: &str) {
+    let r = s.call(
+        "wait",
+        json!({"job_ids": [id], "timeout": 15, "until": {"input": true}}),
+    );
+    assert_eq!(r[0]["awaiting_input"], json!(true), "{id} never read: {r}");
 }
 
 /// Lets a [`blocker`] end.
@@ -462,7 +474,7 @@ fn a_job_over_max_running_is_queued_for_capacity_in_nowait_status_and_list_jobs(
     assert_eq!(
         s.call("list_jobs", json!({})),
         json!({"jobs": [
-            {"job_id": a, "state": "running"},
+            {"job_id": a, "state": "running", "awaiting_input": true},
             {"job_id": b, "state": "queued", "queued_for": "capacity"},
         ]})
     );
@@ -478,7 +490,8 @@ fn a_job_over_max_running_is_queued_for_capacity_in_nowait_status_and_list_jobs(
 
 fn a_2024_11_05_session_sees_a_queued_job_as_running(t: Target) {
     let mut s = Server::started_with_env(t, &[("MCP_EXEC_MAX_RUNNING", "1")]);
-    let a = blocker(&mut s);
+    // Not `blocker`: a 2024-11-05 `wait` has no `until`.
+    let a = s.spawn_job("read x");
     let r = s.call("execute", json!({"command": "echo b", "nowait": true}));
     let b = r["job_id"].as_str().expect("job_id").to_owned();
     assert_eq!(r, json!({"job_id": b, "state": "running"}));
@@ -695,16 +708,19 @@ fn a_label_is_echoed_in_nowait_status_list_jobs_and_the_result(t: Target) {
     );
     let id = r["job_id"].as_str().expect("job_id").to_owned();
     assert_eq!(r, json!({"job_id": id, "state": "running", "label": label}));
+    // Both wait for their input: `status` and `list_jobs` say so.
+    awaits_input(&mut s, &id);
     assert_eq!(
         s.call("status", json!({"job_id": id})),
-        json!({"job_id": id, "state": "running", "label": label})
+        json!({"job_id": id, "state": "running", "label": label, "awaiting_input": true})
     );
     let plain = s.spawn_job("read x");
+    awaits_input(&mut s, &plain);
     assert_eq!(
         s.call("list_jobs", json!({})),
         json!({"jobs": [
-            {"job_id": id, "state": "running", "label": label},
-            {"job_id": plain, "state": "running"},
+            {"job_id": id, "state": "running", "label": label, "awaiting_input": true},
+            {"job_id": plain, "state": "running", "awaiting_input": true},
         ]}),
         "no label where none was set"
     );

@@ -339,6 +339,36 @@ fn under_a_policy_symlinks_cannot_lead_a_file_path_out(t: Target) {
     sh(&mut s, &format!("rm -f {p} {root}/dirlink {root}/filelink"));
 }
 
+fn under_a_policy_the_tools_resolve_the_root_to_itself_and_never_write_over_it(t: Target) {
+    let (root, _host) = if t.is_container() {
+        ("/tmp".to_owned(), None)
+    } else {
+        let d = HostPath::new("files-own-root");
+        std::fs::create_dir(&d.0).expect("the allowed root");
+        (d.0.clone(), Some(d))
+    };
+    let mut s = Server::started_in(
+        t,
+        &[
+            ("MCP_EXEC_ALLOWED_CWDS", &root),
+            ("MCP_EXEC_DEFAULT_CWD", &root),
+        ],
+        LATEST,
+    );
+    // Not "outside the allowed directories": the root is what it is, a directory.
+    assert_eq!(
+        s.call_err("download", json!({"path": root})),
+        format!("\"{root}\" is not a regular file")
+    );
+    assert_eq!(
+        s.call_err("upload", json!({"path": root, "text": "x"})),
+        format!(
+            "\"{root}\" is an allowed root directory (MCP_EXEC_ALLOWED_CWDS): it cannot be written over"
+        )
+    );
+    assert_eq!(sh(&mut s, &format!("test -d {root} && echo dir")), "dir\n");
+}
+
 /// A server whose `dir` is a 1 MiB tmpfs: the PID-1 target's own mount
 /// namespace (a job mounts it), `unshare --mount` around the bare binary,
 /// `podman --tmpfs` in the containers.
@@ -416,6 +446,7 @@ crate::parity!(
     more_than_the_transfer_limit_says_how_to_page_or_stream,
     two_concurrent_uploads_to_one_path_leave_one_whole_file,
     under_a_policy_symlinks_cannot_lead_a_file_path_out,
+    under_a_policy_the_tools_resolve_the_root_to_itself_and_never_write_over_it,
     no_space_leaves_nothing_behind_and_the_destination_untouched,
 );
 

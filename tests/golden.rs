@@ -2,9 +2,12 @@
 //!
 //! `tests/golden/<revision>.txt` holds, for each protocol revision, the
 //! request lines a client sends and the exact response lines the server
-//! writes. The four files run the same script (only the `initialize`
-//! version differs), so `diff tests/golden/2024-11-05.txt
+//! writes. The four legacy files run the same script (only the
+//! `initialize` version differs), so `diff tests/golden/2024-11-05.txt
 //! tests/golden/2025-06-18.txt` shows what a revision changes.
+//! `2026-07-28.txt` has a script of its own (no `initialize`, `_meta` on
+//! every request), and `2026-07-28.http.txt` is its Streamable HTTP
+//! binding, in the format of [`http_transcript`].
 //!
 //! # Format
 //! One directive per line; the first two characters are the directive:
@@ -50,8 +53,17 @@ use serde_json::{Value, json};
 use crate::raw::RawServer;
 use crate::support::{TIMEOUT, Target, tool_json};
 
-/// The revisions with a transcript, in the order of SPEC §3.
+/// The legacy revisions with a transcript, in the order of SPEC §3: they run
+/// the same script.
 const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The 2026-07-28 transcripts (SPEC §19): a script of their own, since that
+/// revision has no `initialize` and every request carries `_meta`; one over
+/// stdio, one over HTTP (see [`http_transcript`]).
+const MODERN: [&str; 2] = ["2026-07-28.txt", "2026-07-28.http.txt"];
+
+/// The Tasks transcripts, one per wire format (SPEC §19).
+const TASKS: [&str; 2] = ["tasks-2025-11-25.txt", "tasks-2026-07-28.txt"];
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
@@ -71,7 +83,19 @@ fn normalise(line: &str) -> String {
         &version,
         r#""serverInfo":{"name":"mcp-exec","version":"CARGO_PKG_VERSION"}"#,
     );
-    for field in ["started_at", "duration_ms", "queued_ms"] {
+    // 2026-07-28 results name the server in `_meta` (the same object, its key
+    // prefixed: the pattern above ends where that one does).
+    line = line.replace(
+        &version.replacen(r#""serverInfo""#, r#"/serverInfo""#, 1),
+        r#"/serverInfo":{"name":"mcp-exec","version":"CARGO_PKG_VERSION"}"#,
+    );
+    for field in [
+        "started_at",
+        "duration_ms",
+        "queued_ms",
+        "createdAt",
+        "lastUpdatedAt",
+    ] {
         for quote in ["\"", "\\\""] {
             line = mask_value(&line, &format!("{quote}{field}{quote}:"), quote);
         }
@@ -104,6 +128,9 @@ fn mask_value(line: &str, key: &str, quote: &str) -> String {
 struct Run {
     server: RawServer,
     out: String,
+    /// The last task id the server wrote (the Tasks transcripts): written
+    /// `$TASK` in `<` lines and put for `$TASK` in the lines sent.
+    task: String,
 }
 
 impl Run {
@@ -114,8 +141,18 @@ impl Run {
         let text = text
             .strip_suffix('\n')
             .unwrap_or_else(|| panic!("a line was cut: {text:?}"));
-        writeln!(self.out, "< {}", normalise(text)).expect("write to a String");
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+        let msg: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        let id = &msg["result"];
+        if let Some(t) = id["task"]["taskId"].as_str().or(id["taskId"].as_str()) {
+            self.task = t.to_owned();
+        }
+        let mut line = normalise(text);
+        if !self.task.is_empty() {
+            line = line.replace(&self.task, "$TASK");
+        }
+        writeln!(self.out, "< {line}").expect("write to a String");
+        msg
     }
 
     /// Reads and records lines until the response with `id`; returns it.
@@ -176,6 +213,7 @@ fn transcript(file: &str) -> String {
     let mut run = Run {
         server: RawServer::start(Target::Bare, &[("SHELL", "/bin/sh")]),
         out: String::new(),
+        task: String::new(),
     };
     for (n, line) in file.lines().enumerate() {
         let (directive, rest) = line.split_at(line.len().min(2));
@@ -184,8 +222,9 @@ fn transcript(file: &str) -> String {
             "< " => {}
             "> " => {
                 writeln!(run.out, "{line}").expect("write to a String");
-                run.server.send_raw(rest);
-                run.answer(rest);
+                let rest = rest.replace("$TASK", &run.task);
+                run.server.send_raw(&rest);
+                run.answer(&rest);
             }
             "& " => {
                 writeln!(run.out, "{line}").expect("write to a String");
@@ -217,6 +256,123 @@ fn transcript(file: &str) -> String {
         run.server.stderr.lock().unwrap()
     );
     run.out
+}
+
+/// The token the HTTP transcript's server requires (sent on every request
+/// unless a `+ Authorization:` line drops it).
+const HTTP_TOKEN: &str = "golden-token";
+
+/// Runs the script of an HTTP transcript (`tests/golden/*.http.txt`) against
+/// the bare binary with `--http 127.0.0.1:0` and a token, and returns the
+/// transcript it produces.
+///
+/// # Format
+/// As the stdio one, with these directives:
+/// - `> BODY` POSTs BODY to `/mcp` with `Accept: application/json,
+///   text/event-stream`, the bearer token and the 2026-07-28 routing headers
+///   mirrored from the body (`MCP-Protocol-Version` from its `_meta` version,
+///   `Mcp-Method`, and `Mcp-Name` from `params.name` for `tools/call`).
+/// - `+ Name: value` before a `>` sets a header of that one request (it
+///   replaces a mirrored one); `+ Name:` drops it. `$SESSION` in a value is
+///   the last `Mcp-Session-Id` the server minted.
+/// - `< HTTP <status> <content-type|-> [mcp-session-id]`: the response's
+///   status, type and whether it minted a session (the id is random), then
+///   `< LINE` for each line of its body (an SSE event: its `data` line).
+fn http_transcript(file: &str) -> String {
+    let server = crate::support::Server::start_with_cli(
+        Target::Bare,
+        &[("SHELL", "/bin/sh"), ("MCP_EXEC_HTTP_TOKEN", HTTP_TOKEN)],
+        &["--http", "127.0.0.1:0"],
+    );
+    let port = crate::http::bound_port(&server, "HTTP");
+    let mut out = String::new();
+    let mut extra: Vec<(String, String)> = Vec::new();
+    let mut session = String::new();
+    for (n, line) in file.lines().enumerate() {
+        let (directive, rest) = line.split_at(line.len().min(2));
+        match directive {
+            "" | "# " => writeln!(out, "{line}").expect("write to a String"),
+            "< " => {}
+            "+ " => {
+                writeln!(out, "{line}").expect("write to a String");
+                let (name, value) = rest
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("line {}: `+ Name: value`", n + 1));
+                extra.push((
+                    name.trim().to_owned(),
+                    value.trim().replace("$SESSION", &session),
+                ));
+            }
+            "> " => {
+                writeln!(out, "{line}").expect("write to a String");
+                let body: Value = serde_json::from_str(rest).unwrap_or(Value::Null);
+                let mut headers: Vec<(String, String)> = vec![
+                    (
+                        "Accept".into(),
+                        "application/json, text/event-stream".into(),
+                    ),
+                    ("Content-Type".into(), "application/json".into()),
+                    ("Authorization".into(), format!("Bearer {HTTP_TOKEN}")),
+                ];
+                let meta = &body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"];
+                if let Some(v) = meta.as_str() {
+                    headers.push(("MCP-Protocol-Version".into(), v.into()));
+                    if let Some(m) = body["method"].as_str() {
+                        headers.push(("Mcp-Method".into(), m.into()));
+                        if m == "tools/call"
+                            && let Some(name) = body["params"]["name"].as_str()
+                        {
+                            headers.push(("Mcp-Name".into(), name.into()));
+                        }
+                    }
+                }
+                for (name, value) in extra.drain(..) {
+                    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(&name));
+                    if !value.is_empty() {
+                        headers.push((name, value));
+                    }
+                }
+                let headers: Vec<(&str, &str)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let reply =
+                    crate::support::http::request(port, "POST", "/mcp", &headers, rest, TIMEOUT)
+                        .unwrap_or_else(|e| panic!("line {}: {e}", n + 1));
+                let minted = reply.header("mcp-session-id");
+                if let Some(id) = minted {
+                    session = id.to_owned();
+                }
+                writeln!(
+                    out,
+                    "< HTTP {} {}{}",
+                    reply.status,
+                    reply.header("content-type").unwrap_or("-"),
+                    if minted.is_some() {
+                        " mcp-session-id"
+                    } else {
+                        ""
+                    }
+                )
+                .expect("write to a String");
+                let sse = reply.header("content-type") == Some("text/event-stream");
+                for body_line in reply.body.lines().filter(|l| !l.is_empty()) {
+                    let body_line = if sse {
+                        match body_line.strip_prefix("data: ") {
+                            Some(data) => data,
+                            None => continue,
+                        }
+                    } else {
+                        body_line
+                    };
+                    writeln!(out, "< {}", normalise(body_line)).expect("write to a String");
+                }
+            }
+            _ => panic!("line {}: unknown directive: {line:?}", n + 1),
+        }
+    }
+    drop(server);
+    out
 }
 
 /// A line diff (longest common subsequence) of two texts: ` ` same, `-`
@@ -306,10 +462,16 @@ fn first_difference(expected: &str, actual: &str) -> String {
 /// Runs `tests/golden/<revision>.txt`; compares or (with `MCP_EXEC_BLESS=1`)
 /// rewrites it.
 fn check(revision: &str) {
-    let path = golden_dir().join(format!("{revision}.txt"));
+    check_file(&format!("{revision}.txt"), transcript);
+}
+
+/// Runs `tests/golden/<name>` with `run`; compares or (with
+/// `MCP_EXEC_BLESS=1`) rewrites it.
+fn check_file(name: &str, run: fn(&str) -> String) {
+    let path = golden_dir().join(name);
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let actual = transcript(&expected);
+    let actual = run(&expected);
     if blessing() {
         if actual != expected {
             std::fs::write(&path, &actual)
@@ -348,13 +510,36 @@ fn the_2025_11_25_transcript_is_what_the_server_writes() {
 }
 
 #[test]
+fn the_2026_07_28_transcript_is_what_the_server_writes() {
+    check("2026-07-28");
+}
+
+#[test]
+fn the_2026_07_28_http_transcript_is_what_the_server_writes() {
+    check_file("2026-07-28.http.txt", http_transcript);
+}
+
+#[test]
+fn the_2025_11_25_tasks_transcript_is_what_the_server_writes() {
+    check_file("tasks-2025-11-25.txt", transcript);
+}
+
+#[test]
+fn the_2026_07_28_tasks_extension_transcript_is_what_the_server_writes() {
+    check_file("tasks-2026-07-28.txt", transcript);
+}
+
+#[test]
 fn the_golden_directory_holds_one_transcript_per_revision_and_nothing_else() {
     let mut names: Vec<String> = std::fs::read_dir(golden_dir())
         .expect("tests/golden")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    let expected: Vec<String> = REVISIONS.iter().map(|r| format!("{r}.txt")).collect();
+    let mut expected: Vec<String> = REVISIONS.iter().map(|r| format!("{r}.txt")).collect();
+    expected.extend(MODERN.iter().map(|m| m.to_string()));
+    expected.extend(TASKS.iter().map(|m| m.to_string()));
+    expected.sort();
     assert_eq!(names, expected);
 }
 

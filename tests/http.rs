@@ -20,8 +20,17 @@ mod exec;
 /// `/files`: streamed file transfer and the file API (SPEC §13.2).
 mod files;
 
+/// `GET /jobs/<id>/tty`: terminal attach over a WebSocket, with the Python `websockets` client (SPEC §20).
+mod tty;
+
 /// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
 mod abuse;
+
+/// Issue 20: a token-less connection flood, stalled transfers, the smaller guards.
+mod hardening;
+
+/// MCP 2026-07-28 (SPEC §19): a closed stream cancels, progress over SSE, the token.
+mod era;
 
 /// Sends one request (`Connection: close`) and reads the whole response.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
@@ -50,7 +59,7 @@ impl Drop for Both {
 }
 
 /// The port printed in `mcp-exec: listening for WHAT on 127.0.0.1:PORT`.
-fn bound_port(s: &Server, what: &str) -> u16 {
+pub(crate) fn bound_port(s: &Server, what: &str) -> u16 {
     let needle = format!("listening for {what} on ");
     let mut port = None;
     let found = wait_for(TIMEOUT, || {
@@ -514,27 +523,6 @@ fn an_oversize_body_gets_413(t: Target) {
     assert_eq!(r.status, 413, "{r:?}");
 }
 
-fn connections_past_the_limit_wait_until_one_closes(t: Target) {
-    let s = Both::start(t, &[("MCP_EXEC_HTTP_MAX_CONNECTIONS", "1")], &[]);
-    let idle = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    c.write_all(b"GET /livez HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    c.set_read_timeout(Some(Duration::from_millis(800)))
-        .unwrap();
-    let mut buf = [0u8; 256];
-    assert!(
-        c.read(&mut buf).is_err(),
-        "a connection past the limit was served"
-    );
-    drop(idle);
-    c.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut raw = Vec::new();
-    c.read_to_end(&mut raw).unwrap();
-    assert_eq!(parse(&raw).status, 200);
-}
-
 fn a_request_head_over_16_kib_is_refused(t: Target) {
     let s = Both::start(t, &[], &[]);
     let big = "x".repeat(20 * 1024);
@@ -643,6 +631,51 @@ fn prometheus_families(text: &str) -> Option<Vec<String>> {
             .map(str::to_owned)
             .collect(),
     )
+}
+
+fn the_awaiting_input_gauge_counts_the_jobs_blocked_reading_their_stdin(t: Target) {
+    let s = Both::start(
+        t,
+        &[("MCP_EXEC_HTTP_TOKEN", "tok")],
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let mp = s.metrics_port.unwrap();
+    let gauge = || {
+        let m = http(mp, "GET", "/metrics", &[], "");
+        m.body
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp_exec_jobs_awaiting_input "))
+            .map(str::to_owned)
+    };
+    assert_eq!(gauge().as_deref(), Some("0"));
+    let auth = [("Authorization", "Bearer tok")];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": LATEST}})
+    .to_string();
+    let r = http(s.port, "POST", "/mcp", &auth, &init);
+    let sid = r.header("mcp-session-id").unwrap().to_owned();
+    let headers = [auth[0], ("Mcp-Session-Id", sid.as_str())];
+    let call = |id: u64, name: &str, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+        .to_string();
+        let r = http(s.port, "POST", "/mcp", &headers, &body);
+        assert_eq!(r.status, 200, "{r:?}");
+        r
+    };
+    call(1, "execute", json!({"command": "read x", "nowait": true}));
+    // Answered once job-1 waits for its input.
+    let r = call(
+        2,
+        "wait",
+        json!({"job_ids": ["job-1"], "timeout": 15, "until": {"input": true}}),
+    );
+    assert!(r.body.contains("awaiting_input"), "{r:?}");
+    assert_eq!(gauge().as_deref(), Some("1"));
+    call(3, "input", json!({"job_id": "job-1", "data": "x\n"}));
+    let r = call(4, "wait", json!({"job_ids": ["job-1"], "timeout": 15}));
+    assert!(r.body.contains("success"), "{r:?}");
+    assert_eq!(gauge().as_deref(), Some("0"));
 }
 
 fn healthz_livez_and_metrics_answer_and_the_metrics_parse_as_prometheus_text(t: Target) {
@@ -799,6 +832,7 @@ http_targets!(
     a_job_started_over_http_is_waited_for_over_stdio,
     a_blocking_execute_whose_client_disconnects_leaves_its_job_listed,
     healthz_livez_and_metrics_answer_and_the_metrics_parse_as_prometheus_text,
+    the_awaiting_input_gauge_counts_the_jobs_blocked_reading_their_stdin,
     the_token_never_reaches_a_job,
 );
 
@@ -822,7 +856,6 @@ mod bare_only {
         a_missing_or_wrong_token_gets_401_with_www_authenticate,
         a_foreign_origin_or_host_gets_403,
         an_oversize_body_gets_413,
-        connections_past_the_limit_wait_until_one_closes,
         a_request_head_over_16_kib_is_refused,
         a_client_that_does_not_finish_its_headers_in_10_s_is_dropped,
     );

@@ -44,6 +44,9 @@ mod golden;
 /// The process tools a job finds in every target (pgrep, pkill).
 mod images;
 
+/// Awaiting input (SPEC §20.1): `wait` until input, `awaiting_input`, no false positives.
+mod awaiting;
+
 /// Bounded execution (SPEC §12): argv, deadlines, yielding, the queue, labels, breaker, wait until.
 mod bounded;
 
@@ -73,6 +76,9 @@ mod kube;
 
 /// Shell sessions (SPEC §17): what carries between jobs and what does not, lanes, the tool.
 mod sessions;
+
+/// MCP Tasks, 2025-11-25 format (SPEC §19): create, poll, result, list, cancel, owned jobs, TTL.
+mod tasks;
 
 /// What a person is told: bad flags, bad settings, fatal errors, tokens, `--help` (issue 19 §7).
 mod messages;

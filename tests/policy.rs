@@ -411,6 +411,151 @@ fn wait_until_sees_the_redacted_text_and_cannot_match_a_secret(t: Target) {
     );
 }
 
+/// A command that prints `writes` one after another, each after the file
+/// `{go}{i}` exists (the first at once), then exits; bounded so that a
+/// failing test leaves nothing behind for long.
+fn in_writes(go: &str, writes: &[&str]) -> String {
+    let mut command = String::new();
+    for (i, text) in writes.iter().enumerate() {
+        if i > 0 {
+            command.push_str(&format!(
+                "n=0; while [ ! -e {go}{i} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; "
+            ));
+        }
+        command.push_str(&format!("printf '%s' '{text}'; "));
+    }
+    command.push_str(&format!("rm -f {go}*"));
+    command
+}
+
+/// Polls `output` until the job has written `total` bytes; its stdout slice then.
+fn written(s: &mut Server, id: &str, total: usize) -> Value {
+    let mut out = Value::Null;
+    let there = wait_for(TIMEOUT, || {
+        out = s.call("output", json!({"job_id": id, "stdout": "all"}));
+        out["stdout"]["total_bytes"] == json!(total)
+    });
+    assert!(there, "{out}");
+    out["stdout"].clone()
+}
+
+fn go_file() -> String {
+    format!("/tmp/mcp-exec-go-{}-", marker())
+}
+
+fn a_secret_that_later_output_completes_shows_no_byte_of_itself_to_output_or_wait_until(t: Target) {
+    let mut s = redacted_server(t);
+    let go = go_file();
+    let first = "db=postgres://admin:hunter2hunter2";
+    let id = s.spawn_job(&in_writes(&go, &[first, "@db/app\n", "done\n"]));
+    // Before the `@`: the password could still be one; nothing of it is shown,
+    // and `offset + bytes` stops before it.
+    assert_eq!(
+        written(&mut s, &id, first.len()),
+        json!({"data": "db=postgres", "offset": 0, "bytes": 11, "total_bytes": first.len()})
+    );
+    let probe = json!({"pattern": "admin|hunter|:h", "stream": "stdout"});
+    assert_eq!(
+        s.call(
+            "wait",
+            json!({"job_ids": [id], "timeout": 1, "until": probe})
+        ),
+        json!([{"job_id": id, "state": "running"}]),
+        "wait … until sees no more than output does"
+    );
+    // The `@` arrives (the job still runs): released, masked.
+    s.exec(&format!("touch {go}1"));
+    let line = "db=postgres://admin:hunter2hunter2@db/app\n";
+    let out = written(&mut s, &id, line.len());
+    assert_eq!(
+        out["data"],
+        json!("db=postgres://admin:[REDACTED]@db/app\n"),
+        "{out}"
+    );
+    assert_eq!(
+        (&out["bytes"], &out["redacted"]),
+        (&json!(line.len()), &json!(1))
+    );
+    let matched = s.call(
+        "wait",
+        json!({"job_ids": [id], "timeout": 15, "until": {"pattern": "@db/app", "stream": "stdout"}}),
+    );
+    assert_eq!(matched[0]["state"], json!("running"), "{matched}");
+    assert!(matched[0]["matched"].is_object(), "{matched}");
+    s.exec(&format!("touch {go}2"));
+    finish(&mut s, &id);
+    let out = s.call("output", json!({"job_id": id, "stdout": "all"}));
+    assert_eq!(
+        out["stdout"]["data"],
+        json!("db=postgres://admin:[REDACTED]@db/app\ndone\n")
+    );
+}
+
+fn a_github_token_written_in_two_parts_shows_no_character_of_itself_while_it_runs(t: Target) {
+    let mut s = redacted_server(t);
+    let go = go_file();
+    let (head, rest) = GITHUB_TOKEN.split_at(22);
+    let first = format!("token: {head}");
+    let id = s.spawn_job(&in_writes(&go, &[&first, &format!("{rest}\n"), ""]));
+    let out = written(&mut s, &id, first.len());
+    assert_eq!(
+        (&out["data"], &out["bytes"]),
+        (&json!("token: "), &json!(7)),
+        "{out}"
+    );
+    // A client that pages on from `offset + bytes` sees nothing more yet.
+    let page = s.call("output", json!({"job_id": id, "stdout": {"from": 7}}));
+    assert_eq!(
+        (&page["stdout"]["data"], &page["stdout"]["bytes"]),
+        (&json!(""), &json!(0))
+    );
+    // Nor does one that asks from inside the held bytes.
+    let page = s.call("output", json!({"job_id": id, "stdout": {"from": 15}}));
+    assert_eq!(page["stdout"]["data"], json!(""), "{page}");
+    s.exec(&format!("touch {go}1"));
+    let out = written(&mut s, &id, first.len() + rest.len() + 1);
+    assert_eq!(out["data"], json!("token: [REDACTED]\n"), "{out}");
+    s.exec(&format!("touch {go}2"));
+    finish(&mut s, &id);
+}
+
+fn wait_until_from_inside_a_secret_cannot_read_it_a_character_at_a_time(t: Target) {
+    let mut s = redacted_server(t);
+    let command = format!("echo token {GITHUB_TOKEN} end; sleep {}", marker());
+    let id = s.spawn_job(&command);
+    let line = format!("token {GITHUB_TOKEN} end\n");
+    written(&mut s, &id, line.len());
+    // Just past `ghp_`: the rest of the token would start the text, unmasked,
+    // if it were redacted without the context before `from`.
+    let from = line.find("ghp_").expect("the token") + 4;
+    let body = &GITHUB_TOKEN[4..];
+    let mut probe = |pattern: String| {
+        let until = json!({"pattern": pattern, "stream": "stdout", "from": from});
+        s.call(
+            "wait",
+            json!({"job_ids": [id], "timeout": 0.2, "until": until}),
+        )
+    };
+    let nothing = json!([{"job_id": id, "state": "running"}]);
+    for pattern in [
+        format!("^{}", &body[..4]),
+        format!("^{}", &body[..1]),
+        "^Z".to_owned(),
+        body[10..14].to_owned(),
+    ] {
+        assert_eq!(probe(pattern.clone()), nothing, "{pattern} learns nothing");
+    }
+    // What the pattern does see is what `output` shows from there.
+    let seen = probe(r"^\[REDACTED\] end".to_owned());
+    assert_eq!(seen[0]["matched"]["offset"], json!(from), "{seen}");
+    let out = s.call(
+        "output",
+        json!({"job_id": id, "stdout": {"from": from, "unaligned": true}}),
+    );
+    assert_eq!(out["stdout"]["data"], json!("[REDACTED] end\n"), "{out}");
+    s.call("kill", json!({"job_id": id}));
+}
+
 fn a_patterns_file_adds_expressions_to_redact(t: Target) {
     let patterns = HostPath::new("patterns");
     std::fs::write(&patterns.0, "internal-[0-9]{6}\n").expect("write the patterns file");
@@ -448,5 +593,8 @@ crate::parity!(
     a_read_cut_through_a_secret_never_shows_any_part_of_it,
     without_mcp_exec_redact_secrets_come_back_exactly,
     wait_until_sees_the_redacted_text_and_cannot_match_a_secret,
+    a_secret_that_later_output_completes_shows_no_byte_of_itself_to_output_or_wait_until,
+    a_github_token_written_in_two_parts_shows_no_character_of_itself_while_it_runs,
+    wait_until_from_inside_a_secret_cannot_read_it_a_character_at_a_time,
     a_patterns_file_adds_expressions_to_redact,
 );

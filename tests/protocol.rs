@@ -444,8 +444,15 @@ fn structured_content_and_output_schemas_appear_from_2025_06_18_and_annotations_
                 "{version} {name}: {tool}"
             );
             if annotated {
-                let read_only =
-                    ["status", "output", "list_jobs", "wait", "download"].contains(&name);
+                let read_only = [
+                    "status",
+                    "output",
+                    "list_jobs",
+                    "wait",
+                    "download",
+                    "screen",
+                ]
+                .contains(&name);
                 assert_eq!(
                     tool["annotations"]["readOnlyHint"],
                     json!(read_only),
@@ -484,6 +491,108 @@ fn structured_content_and_output_schemas_appear_from_2025_06_18_and_annotations_
             assert_eq!(r["structuredContent"], tool_json(&r), "{version}: {r}");
         }
     }
+}
+
+/// The server's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib(s: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).expect("its status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+/// A batch of `n` `tools/list` requests, ids 1..=n, and then `tail`.
+fn tools_list_batch(n: usize, tail: &[Value]) -> String {
+    let mut members: Vec<Value> = (1..=n)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/list"}))
+        .collect();
+    members.extend_from_slice(tail);
+    Value::Array(members).to_string()
+}
+
+/// The answer budget of one batch (`session::BATCH_BUDGET`, the outbox's).
+const BATCH_BUDGET: usize = 8 << 20;
+
+#[test]
+fn a_batch_of_8000_tools_list_is_refused_whole_with_one_small_error_and_memory_stays_flat() {
+    let mut s = Server::start(Target::Bare);
+    s.initialize("2025-03-26");
+    let before = peak_rss_kib(&s);
+    s.send_raw(&tools_list_batch(8_000, &[]));
+    let msg = next(&mut s);
+    assert_error(&msg, &Value::Null, -32600);
+    assert_eq!(
+        msg["error"]["message"],
+        json!(
+            "invalid request: a batch of 8000 members is more than the 1000 one batch may have; nothing in it was run"
+        )
+    );
+    assert_still_serving(&mut s);
+    // Before: a 104 MB answer and 311 MB of peak memory. Now the answer is
+    // one line, and the 447 KB request is parsed and dropped.
+    let after = peak_rss_kib(&s);
+    assert!(
+        after < before + 32 * 1024,
+        "peak {before} KiB -> {after} KiB"
+    );
+}
+
+#[test]
+fn a_batch_whose_answers_pass_the_budget_answers_the_rest_with_an_error_and_runs_nothing_more() {
+    let mut s = Server::start(Target::Bare);
+    s.initialize("2025-03-26");
+    let marker = format!("/tmp/mcp-exec-batch-{}", std::process::id());
+    let _ = std::fs::remove_file(&marker);
+    let execute = json!({"jsonrpc": "2.0", "id": "last", "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"command": format!("touch {marker}")}}});
+    let before = peak_rss_kib(&s);
+    s.send_raw(&tools_list_batch(999, &[execute]));
+    let msg = next(&mut s);
+    let answers = msg.as_array().unwrap_or_else(|| panic!("one array: {msg}"));
+    assert_eq!(answers.len(), 1000);
+    let size = msg.to_string().len();
+    assert!(
+        size <= BATCH_BUDGET + 1000 * 512,
+        "an answer of {size} bytes"
+    );
+    let fitted = answers
+        .iter()
+        .take_while(|a| a.get("result").is_some())
+        .count();
+    let one = answers[0].to_string().len();
+    assert!(
+        fitted >= 1 && fitted <= BATCH_BUDGET / one,
+        "{fitted} answers of {one} bytes"
+    );
+    for (i, a) in answers.iter().enumerate().skip(fitted) {
+        let id = if i == 999 {
+            json!("last")
+        } else {
+            json!(i + 1)
+        };
+        assert_error(a, &id, -32600);
+        let text = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("8388608 bytes one batch answer may hold"),
+            "{a}"
+        );
+    }
+    let last = answers[999]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(last.contains("was not run"), "{last}");
+    assert!(
+        !std::path::Path::new(&marker).exists(),
+        "the execute past the budget was not run"
+    );
+    let after = peak_rss_kib(&s);
+    assert!(
+        after < before + 64 * 1024,
+        "peak {before} KiB -> {after} KiB"
+    );
+    assert_still_serving(&mut s);
 }
 
 #[test]

@@ -46,6 +46,7 @@ mod smaps;
 mod soak;
 mod stats;
 mod sys;
+mod tasks;
 mod terminal;
 
 use std::fmt;
@@ -85,12 +86,14 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 29] = [
+const SCENARIOS: [&str; 31] = [
+    "tasks",
     "size",
     "startup",
     "rtt",
     "rtt_spawn",
     "tools_list",
+    "era",
     "throughput",
     "burst",
     "burst_blocking",
@@ -537,6 +540,45 @@ fn run(o: &Options) -> Result<(), Error> {
             Some(("≤ 16 MiB", 16.0)),
         ));
     }
+    if o.wants("era") {
+        eprintln!(
+            "bench: dual era ({} × ping + server/discover + ping + 2026-07-28 tools/list; {} × execute `true` in 2025-11-25 and 2026-07-28, interleaved)",
+            plan.list, plan.rtt
+        );
+        let mut dual = client::Server::spawn(&binary)?;
+        dual.initialize("2025-11-25", Duration::from_secs(30))?;
+        let e = scenarios::era(&mut dual, plan.list, plan.rtt)?;
+        let ping = e.ping.median();
+        figures.push(Figure::latency_in(
+            "era_discover",
+            "server/discover (2026-07-28) server time: rtt − median ping rtt",
+            "µs",
+            &e.discover.shifted(-ping),
+            Some(("≤ 20 µs", 20.0)),
+        ));
+        figures.push(Figure::latency_in(
+            "era_tools_list",
+            format!(
+                "tools/list (2026-07-28) server time: rtt − median ping rtt ({} B result)",
+                e.list_bytes
+            ),
+            "µs",
+            &e.list.shifted(-ping),
+            Some(("≤ 20 µs", 20.0)),
+        ));
+        figures.push(
+            Figure::latency_vs(
+                "era_rtt",
+                "rtt: blocking execute of `true` as a 2026-07-28 request (per-request _meta)",
+                &e.rtt.server,
+                &e.rtt.baseline,
+                "the same call in the process's 2025-11-25 session (interleaved)",
+            )
+            .with_ratio_target("median ≤ 1.05× 2025-11-25 (no slower, within noise)", 1.05),
+        );
+        notes.insert("era_ping_median_us".into(), json!(ping));
+        dual.shutdown(Duration::from_secs(30))?;
+    }
     if o.wants("throughput") {
         let size_mib = plan.throughput_bytes >> 20;
         eprintln!(
@@ -688,6 +730,9 @@ fn run(o: &Options) -> Result<(), Error> {
             &plan,
             &mut figures,
         )?;
+    }
+    if o.wants("tasks") {
+        tasks_figures(o.smoke, &binary, &mut figures, &mut notes)?;
     }
     let curve = robustness_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let load_end = scenarios::loadavg();
@@ -1294,6 +1339,60 @@ fn robustness_figures(
         ),
     );
     Ok(Some(s.markdown()))
+}
+
+/// MCP Tasks (issue 25): `tasks/get` server time, a live task's cost above
+/// its job, `tasks/cancel`'s answer and verified kill.
+fn tasks_figures(
+    smoke: bool,
+    binary: &Path,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<(), Error> {
+    let (gets, live, cancels) = if smoke {
+        (50, 200, 2)
+    } else {
+        (2000, 10_000, 20)
+    };
+    eprintln!(
+        "bench: tasks ({gets} × ping + tasks/get; {live} live tasks vs {live} jobs; {cancels} × tasks/cancel of a TERM-ignoring group)"
+    );
+    let t = tasks::run(binary, gets, live, cancels)?;
+    let ping = t.ping.median();
+    figures.push(Figure::latency_in(
+        "tasks_get",
+        "tasks/get (2025-11-25) server time: rtt − median ping rtt",
+        "µs",
+        &t.get.shifted(-ping),
+        Some(("≤ 20 µs", 20.0)),
+    ));
+    figures.push(Figure::value(
+        "tasks_live_kib",
+        format!(
+            "{} live tasks: RSS per task above its job ({:.2} KiB per task with its job − {:.2} KiB per nowait job)",
+            t.live, t.per_task_kib, t.per_job_kib
+        ),
+        "KiB",
+        t.per_task_kib - t.per_job_kib,
+        Some(("≤ 4 KiB", 4.0)),
+    ));
+    figures.push(Figure::latency(
+        "tasks_cancel",
+        "tasks/cancel answer (rtt)",
+        &t.cancel,
+        Some(("≤ 5 ms", 5.0)),
+    ));
+    figures.push(Figure::latency(
+        "tasks_cancel_dead",
+        format!(
+            "  cancel → group verified dead (TERM ignored: grace {} ms, KILL), minus the grace",
+            tasks::GRACE_MS
+        ),
+        &t.dead_after_grace,
+        Some(("≤ 100 ms", 100.0)),
+    ));
+    notes.insert("tasks_ping_median_us".into(), json!(ping));
+    Ok(())
 }
 
 fn cpus() -> usize {

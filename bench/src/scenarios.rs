@@ -694,3 +694,72 @@ pub fn kernel() -> Option<String> {
     let out = Command::new("uname").arg("-r").output().ok()?;
     Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
+
+/// The per-request `_meta` of a 2026-07-28 request (SPEC §19).
+fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {},
+           "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}})
+}
+
+/// What the dual-era scenario measured.
+#[derive(Debug, Default)]
+pub struct Era {
+    /// `ping` rtt (the session's legacy revision), one before each modern
+    /// `server/discover` and `tools/list`, µs.
+    pub ping: Samples,
+    /// `server/discover` rtt, µs.
+    pub discover: Samples,
+    /// 2026-07-28 `tools/list` rtt, µs.
+    pub list: Samples,
+    /// Bytes of one 2026-07-28 `tools/list` result.
+    pub list_bytes: usize,
+    /// Blocking `execute` of `true`: `server` in 2026-07-28 (per-request
+    /// `_meta`), `baseline` in the session's 2025-11-25, interleaved, ms.
+    pub rtt: Paired,
+}
+
+/// Dual era, on one stdio server `initialize`d as 2025-11-25: `calls` ×
+/// (`ping`, `server/discover`, `ping`, 2026-07-28 `tools/list`), then `runs`
+/// × (2025-11-25 `execute true`, 2026-07-28 `execute true`).
+pub fn era(server: &mut Server, calls: usize, runs: usize) -> Result<Era, Error> {
+    let mut out = Era::default();
+    let meta = modern_meta();
+    for _ in 0..calls {
+        out.ping.push_us(ping(server)?);
+        let (took, result) =
+            server.call("server/discover", json!({"_meta": meta}), CALL_TIMEOUT)?;
+        if result["supportedVersions"][0] != "2026-07-28" || result["resultType"] != "complete" {
+            return Err(Error(format!("server/discover: unexpected {result}")));
+        }
+        out.discover.push_us(took);
+        out.ping.push_us(ping(server)?);
+        let (took, result) = server.call("tools/list", json!({"_meta": meta}), CALL_TIMEOUT)?;
+        if result["resultType"] != "complete" || !result["ttlMs"].is_u64() {
+            return Err(Error(format!(
+                "tools/list 2026-07-28: no caching hints in {result}"
+            )));
+        }
+        out.list.push_us(took);
+        out.list_bytes = serde_json::to_vec(&result)?.len();
+    }
+    for _ in 0..runs {
+        let (took, result) = server.tool("execute", json!({"command": "true"}), CALL_TIMEOUT)?;
+        expect_state(&result, "success", "era rtt 2025-11-25")?;
+        out.rtt.baseline.push_ms(took);
+        let params = json!({"name": "execute", "arguments": {"command": "true"}, "_meta": meta});
+        let (took, result) = server.call("tools/call", params, CALL_TIMEOUT)?;
+        if result["resultType"] != "complete" {
+            return Err(Error(format!(
+                "execute 2026-07-28: no resultType in {result}"
+            )));
+        }
+        expect_state(
+            &client::tool_json(&result, "execute")?,
+            "success",
+            "era rtt 2026-07-28",
+        )?;
+        out.rtt.server.push_ms(took);
+    }
+    Ok(out)
+}

@@ -6,6 +6,8 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -27,6 +29,25 @@ async function inspect(server, ...args) {
   return JSON.parse(stdout);
 }
 
+// A run in a protocol era, which only a config file can name (`protocolEra`):
+// `modern` pins 2026-07-28 with no fallback to initialize.
+async function inspectEra(server, era, ...args) {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mcp-exec-inspector-'));
+  try {
+    const config = path.join(dir, 'mcp.json');
+    const entry = { type: 'http', url: server.url, headers: server.headers, protocolEra: era };
+    await fs.writeFile(config, JSON.stringify({ mcpServers: { 'mcp-exec': entry } }));
+    const { stdout } = await promisify(execFile)(
+      inspector,
+      ['--cli', '--config', config, '--server', 'mcp-exec', ...args],
+      { cwd: here, env: { ...process.env, MCP_INSPECTOR_SECRET_STORE: 'memory' }, timeout: 60_000 },
+    );
+    return JSON.parse(stdout);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
 for (const token of ['interop-token-3f9c', null]) {
   describe(token ? 'with --header "Authorization: Bearer …"' : 'without a token on loopback', () => {
     let server;
@@ -37,11 +58,11 @@ for (const token of ['interop-token-3f9c', null]) {
       await server?.stop();
     });
 
-    test('--method tools/list lists the ten tools', async () => {
+    test('--method tools/list lists the eleven tools', async () => {
       const { tools } = await inspect(server, '--method', 'tools/list');
       assert.deepEqual(
         tools.map((t) => t.name),
-        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
+        ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions', 'screen'],
       );
       assert.ok(tools.every((t) => t.outputSchema && t.annotations));
     });
@@ -77,7 +98,45 @@ for (const token of ['interop-token-3f9c', null]) {
       assert.equal(entry.stdout.data, 'late\n');
     });
 
+    test('the modern era speaks 2026-07-28 on the same listener', async () => {
+      const connected = await inspectEra(server, 'modern', '--method', 'initialize');
+      assert.equal(connected.protocolVersion, '2026-07-28');
+      assert.equal(connected.serverInfo.name, 'mcp-exec');
+      const { tools } = await inspectEra(server, 'modern', '--method', 'tools/list');
+      assert.equal(tools.length, 11);
+      const legacy = await inspectEra(server, 'legacy', '--method', 'initialize');
+      assert.equal(legacy.protocolVersion, '2025-11-25');
+    });
+
+    test('a job started in the modern era is collected in the legacy one', async () => {
+      const started = await inspectEra(
+        server,
+        'modern',
+        ...['--method', 'tools/call', '--tool-name', 'execute'],
+        ...['--tool-arg', 'command=sleep 0.3; echo both', 'nowait=true'],
+      );
+      assert.equal(started.structuredContent.state, 'running');
+      const jobId = started.structuredContent.job_id;
+      const waited = await inspectEra(
+        server,
+        'legacy',
+        ...['--method', 'tools/call', '--tool-name', 'wait'],
+        ...['--tool-arg', `job_ids=${JSON.stringify([jobId])}`, 'timeout=10'],
+      );
+      const [entry] = waited.structuredContent.results;
+      assert.equal(entry.job_id, jobId);
+      assert.equal(entry.stdout.data, 'both\n');
+    });
+
     if (token) {
+      test('a modern run without the token fails (401)', async () => {
+        await assert.rejects(inspectEra({ ...server, headers: {} }, 'modern', '--method', 'tools/list'), (e) => {
+          assert.notEqual(e.code, 0);
+          assert.doesNotMatch(e.stdout ?? '', /"tools"/);
+          return true;
+        });
+      });
+
       test('a wrong token fails the run (401)', async () => {
         await assert.rejects(run(server, { Authorization: 'Bearer wrong' }, ['--method', 'tools/list']), (e) => {
           assert.notEqual(e.code, 0);

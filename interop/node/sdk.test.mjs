@@ -64,16 +64,16 @@ test('initialize negotiates the SDK latest revision, 2025-11-25', () => {
   assert.deepEqual(client.getServerCapabilities(), { tools: {} });
 });
 
-test('tools/list gives ten tools with titles, annotations and output schemas', async () => {
+test('tools/list gives eleven tools with titles, annotations and output schemas', async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(
     tools.map((t) => t.name),
-    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions'],
+    ['execute', 'wait', 'status', 'output', 'input', 'kill', 'list_jobs', 'upload', 'download', 'shell_sessions', 'screen'],
   );
   for (const tool of tools) {
     assert.ok(tool.title, tool.name);
     assert.equal(tool.outputSchema?.type, 'object', tool.name);
-    const readOnly = ['wait', 'status', 'output', 'list_jobs', 'download'].includes(tool.name);
+    const readOnly = ['wait', 'status', 'output', 'list_jobs', 'download', 'screen'].includes(tool.name);
     assert.equal(tool.annotations?.readOnlyHint, readOnly, tool.name);
     if (!readOnly) {
       assert.equal(tool.annotations?.destructiveHint, true, tool.name);

@@ -29,10 +29,13 @@ from conftest import Tap, server_params, wait_for
 pytestmark = pytest.mark.anyio
 
 # What the SDK offers in `initialize` (mcp_types.version.LATEST_HANDSHAKE_VERSION)
-# and what we must answer with: our latest revision, the same string.
+# and what we must answer with: our latest legacy revision, the same string.
 NEGOTIATED = "2025-11-25"
+# What the SDK's default mode speaks after its `server/discover` probe: the modern,
+# stateless revision (per-request `_meta`, no `initialize`).
+MODERN = "2026-07-28"
 
-READ_ONLY = {"wait", "status", "output", "list_jobs", "download"}
+READ_ONLY = {"wait", "status", "output", "list_jobs", "download", "screen"}
 DESTRUCTIVE = {"execute", "input", "kill", "upload", "shell_sessions"}
 
 
@@ -49,38 +52,42 @@ def payload(result: types.CallToolResult) -> dict:
 
 @pytest.fixture(params=["auto", "legacy"])
 async def client(request: pytest.FixtureRequest):
-    """A connected SDK client in the default (`auto`) or `legacy` mode."""
+    """A connected SDK client in the default (`auto`: it negotiates 2026-07-28) or
+    `legacy` (`initialize`, 2025-11-25) mode: every test below runs in both eras."""
     async with Client(server_params(), mode=request.param) as c:
         yield c
 
 
-async def test_default_mode_probes_discover_and_falls_back_to_initialize_at_once(tap: Tap) -> None:
-    started = time.monotonic()
+async def test_default_mode_discovers_2026_07_28_and_never_initializes(tap: Tap) -> None:
+    """SPEC §19: the probe finds the modern server, so the SDK stays modern: no
+    fallback to `initialize`, and every request carries its own `_meta`."""
     async with Client(server_params(tap), mode="auto") as c:
-        connect_seconds = time.monotonic() - started
-        assert c.protocol_version == NEGOTIATED
-        assert c.session.discover_result is None
-        assert c.session.initialize_result is not None
+        assert c.protocol_version == MODERN
+        assert c.session.initialize_result is None
+        discovered = c.session.discover_result
+        assert discovered is not None and MODERN in discovered.supported_versions
         assert c.server_info is not None and c.server_info.name == "mcp-exec"
-        assert len((await c.list_tools()).tools) == 10
+        assert len((await c.list_tools()).tools) == 11
+        payload(await c.call_tool("execute", {"command": "true"}))
     sent = tap.sent()
-    assert [m.get("method") for m in sent[:3]] == [
-        "server/discover",
-        "initialize",
-        "notifications/initialized",
-    ]
-    probe_id = sent[0]["id"]
-    answer = next(m for m in tap.received() if m.get("id") == probe_id)
-    assert answer["error"]["code"] == -32601
-    assert sent[1]["params"]["protocolVersion"] == NEGOTIATED
-    # The SDK waits up to 10 s for a probe answer; ours is immediate.
-    assert connect_seconds < 3, f"connect took {connect_seconds:.1f}s"
+    methods = [m.get("method") for m in sent]
+    assert methods[0] == "server/discover"
+    assert "initialize" not in methods and "notifications/initialized" not in methods
+    for m in sent:
+        if "id" in m:
+            meta = m["params"]["_meta"]
+            assert meta["io.modelcontextprotocol/protocolVersion"] == MODERN, m
+            assert isinstance(meta["io.modelcontextprotocol/clientCapabilities"], dict), m
+    # Every result says what it is and who answered (2026-07-28: resultType, serverInfo).
+    answers = [m for m in tap.received() if "result" in m]
+    assert answers and all(m["result"]["resultType"] == "complete" for m in answers)
+    assert all(m["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-exec" for m in answers)
 
 
 async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
     async with Client(server_params(tap), mode="legacy") as c:
         assert c.protocol_version == NEGOTIATED
-        assert len((await c.list_tools()).tools) == 10
+        assert len((await c.list_tools()).tools) == 11
     methods = [m.get("method") for m in tap.sent()]
     assert methods[:2] == ["initialize", "notifications/initialized"]
     assert "server/discover" not in methods
@@ -89,7 +96,7 @@ async def test_legacy_mode_initializes_first_without_a_probe(tap: Tap) -> None:
 async def test_list_tools_gives_titles_annotations_and_output_schemas(client: Client) -> None:
     listed = await client.list_tools()
     names = [t.name for t in listed.tools]
-    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions"]
+    assert names == ["execute", "wait", "status", "output", "input", "kill", "list_jobs", "upload", "download", "shell_sessions", "screen"]
     for tool in listed.tools:
         assert tool.title, tool.name
         assert tool.input_schema["type"] == "object"
@@ -204,12 +211,16 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-async def test_a_call_abandoned_by_its_read_timeout_is_cancelled_and_its_job_torn_down(tap: Tap) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_call_abandoned_by_its_read_timeout_is_cancelled_and_its_job_torn_down(tap: Tap, mode: str) -> None:
+    """On stdio both eras cancel with `notifications/cancelled` (2026-07-28 stdio:
+    "the client MUST send a notifications/cancelled")."""
     marker = f"interop-abandoned-{time.monotonic_ns()}"
     # `; :` keeps the shell alive (no exec of the last command), so the
     # marker names the job's shell and its child is the `sleep 30`.
     command = f"sleep 30; : {marker}"
-    async with Client(server_params(tap), mode="auto") as c:
+    async with Client(server_params(tap), mode=mode) as c:
+        assert c.protocol_version == (MODERN if mode == "auto" else NEGOTIATED)
         outcome: dict[str, BaseException] = {}
 
         async def call() -> None:

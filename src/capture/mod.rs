@@ -15,7 +15,10 @@
 //!   `offset + bytes`;
 //! - redaction (SPEC §12.6) is a policy this module does not know: a read may be given a
 //!   [`Redact`] hook, which sees the slice's bytes with context and returns its `data`; it
-//!   never moves the range.
+//!   never moves the range;
+//! - a read of a stream that is still being written ([`Window::slice_live`]) ends before the
+//!   newest bytes that could still begin a secret (at most [`HOLD_BACK`] of them): they are
+//!   returned once later output or the stream's end decides them.
 //!
 //! Layout: [`window`] stores bytes, [`mod@slice`] turns a spec into a slice, [`spec`] parses the
 //! JSON forms, [`utf8`] holds the UTF-8 rules (sanitising, character boundaries), [`redact`]
@@ -35,7 +38,7 @@ mod window;
     )
 )]
 pub use redact::CONTEXT;
-pub use redact::Redact;
+pub use redact::{HOLD_BACK, Redact};
 pub use utf8::push_sanitized;
 // For the fuzz facade (`crate::fuzzing`), which checks them against naive models.
 pub use utf8::{char_around, sanitize_utf8};

@@ -14,9 +14,20 @@
 //!
 //! Invariant: whatever the redactor does to `data`, the slice's `offset`, `bytes` and
 //! `total_bytes` are computed before it runs and describe the raw stream.
+//!
+//! # The live edge
+//! Context after a slice exists only once it has been written. While a stream is still being
+//! written, its newest bytes may be the beginning of a secret whose shape later output
+//! completes (`postgres://admin:hunter2` before its `@`), which no redactor can recognise yet.
+//! So a read of a stream that is still being written ([`Window::slice_live`]) ends where
+//! [`Redact::held_back`] says such a beginning starts, at most [`HOLD_BACK`] bytes before the
+//! end: those bytes are not returned yet (`offset + bytes` stops before them, as it stops
+//! before an unfinished UTF-8 character), and the next read, once more output has arrived or
+//! the stream has ended, returns them redacted with the context that decides them.
 
 use std::ops::Range;
 
+use super::utf8::char_around;
 use super::window::Window;
 
 /// Bytes of context offered on each side of a slice (SPEC §12.6: "up to 4 KiB").
@@ -25,6 +36,11 @@ pub const CONTEXT: usize = 4 << 10;
 /// The most context a side can grow to through [`Redact::wants_wider`]. Private-key blocks
 /// are well under this (an RSA-16384 key is about 12.5 KiB of PEM).
 pub const MAX_CONTEXT: usize = 64 << 10;
+
+/// The most bytes a read of a stream still being written holds back at its end (see "The
+/// live edge"): as much as the context a later read is given before its start, since a
+/// secret that begins further back than that could not be recognised by that read either.
+pub const HOLD_BACK: usize = CONTEXT;
 
 /// Masks secrets in one read of a stream.
 ///
@@ -47,9 +63,35 @@ pub trait Redact {
         let _ = side;
         false
     }
+
+    /// How many of the last bytes of `tail` (the newest bytes of a stream that is still being
+    /// written, at most [`HOLD_BACK`] of them) must not be shown yet, because later output could
+    /// complete a match that begins there. Must be sound: every match of the finished stream
+    /// that a read of `tail` cannot see whole begins within the bytes held back (or before
+    /// `tail`). Default: none.
+    fn held_back(&self, tail: &[u8]) -> usize {
+        let _ = tail;
+        0
+    }
 }
 
 impl Window {
+    /// Where a read of this stream, still being written, must end: before the newest bytes
+    /// that `redact` holds back (see "The live edge"), never inside a character, never before
+    /// the oldest retained byte.
+    pub fn live_end(&self, redact: &dyn Redact) -> u64 {
+        let total = self.total();
+        let lo = total.saturating_sub(HOLD_BACK as u64).max(self.oldest());
+        let tail = self.copy(lo, total);
+        let held = redact.held_back(&tail).min(tail.len());
+        let end = total - held as u64;
+        // A pattern may begin inside a character (byte patterns): hold the whole character.
+        match char_around(end, |at| self.byte_at(at)) {
+            Some((lead, _)) if lead >= lo => lead,
+            _ => end,
+        }
+    }
+
     /// The redacted text of the retained bytes `[start, end)` and the number of matches that
     /// overlapped them. The range is clamped to the retained bytes, which the reads of
     /// [`mod@super::slice`] never leave.

@@ -63,7 +63,27 @@ impl Window {
     /// when one is given: the range read is the same, only `data` changes and `redacted` counts
     /// the matches (SPEC §12.6).
     pub fn slice_with(&self, spec: &StreamSpec, redact: Option<&dyn Redact>) -> Option<Slice> {
-        let read = match *spec {
+        self.slice_upto(spec, redact, self.total())
+    }
+
+    /// Reads a stream that is still being written, as [`Window::slice_with`] does but ending
+    /// no later than [`Window::live_end`] when a redactor is given (module
+    /// [`super::redact`], "The live edge"): the bytes after it are not returned yet, so
+    /// `offset + bytes` stops before them; `total_bytes` still counts them.
+    pub fn slice_live(&self, spec: &StreamSpec, redact: Option<&dyn Redact>) -> Option<Slice> {
+        let limit = redact.map_or(self.total(), |r| self.live_end(r));
+        self.slice_upto(spec, redact, limit)
+    }
+
+    /// The read `spec` asks for, cut at `limit` (a character boundary): a read that starts
+    /// after it is empty where it starts.
+    fn slice_upto(
+        &self,
+        spec: &StreamSpec,
+        redact: Option<&dyn Redact>,
+        limit: u64,
+    ) -> Option<Slice> {
+        let mut read = match *spec {
             StreamSpec::None => return None,
             StreamSpec::All => self.read_all(),
             StreamSpec::Tail(lines) => self.read_tail(lines),
@@ -73,6 +93,7 @@ impl Window {
                 unaligned,
             } => self.read_from(from, length, unaligned),
         };
+        read.end = read.end.min(limit.max(read.start));
         Some(self.make_slice(read, redact))
     }
 

@@ -108,6 +108,16 @@ impl Window {
         (start, self.copy(start, self.total))
     }
 
+    /// The raw retained bytes from absolute offset `from`, at most `max` of
+    /// them, unsanitised: empty when `from` was dropped or is not written
+    /// yet (see [`Window::dropped`], [`Window::total`]).
+    pub fn raw(&self, from: u64, max: u64) -> Vec<u8> {
+        if from < self.oldest() || from >= self.total {
+            return Vec::new();
+        }
+        self.copy(from, from.saturating_add(max).min(self.total))
+    }
+
     /// Makes room for `needed` bytes, doubling as `Vec` would but never past `max`, so a
     /// full window costs `max` bytes and not the next power of two above it.
     fn grow_for(&mut self, needed: usize) {

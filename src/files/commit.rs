@@ -74,6 +74,7 @@ pub struct Staged {
 impl Staged {
     /// Creates the temporary file beside `place`.
     pub fn create(place: Place) -> Result<Staged, FileError> {
+        place.not_a_root("written over")?;
         let mut tries = 0;
         loop {
             let tmp = temp_name(&place.name)?;

@@ -1,5 +1,10 @@
 //! A file path resolved once: its parent directory's descriptor and its
 //! final name (see the module doc of [`crate::files`]).
+//!
+//! A top of what may be touched — `/` without a policy, an allowed root
+//! under one, whose parent is outside it — resolves to itself (the
+//! directory, and `.`), marked [`Place::root`]: it can be listed, stat'ed,
+//! read as a directory, never deleted, moved, replaced or written over.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -26,6 +31,9 @@ pub struct Place {
     pub name: OsString,
     /// The path as the client gave it (normalised), for messages.
     pub path: PathBuf,
+    /// It is `/` or an allowed root: `dir` is the directory itself and
+    /// `name` is `.` (module doc).
+    pub root: bool,
 }
 
 impl Place {
@@ -34,13 +42,23 @@ impl Place {
     /// created first (mode 0755), each one beneath the last through its
     /// descriptor, never followed if a symlink appears there meanwhile.
     pub fn resolve(policy: &CwdPolicy, path: &Path, mkdirs: bool) -> Result<Place, FileError> {
-        let (parent, name) = match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) => (parent, name.to_owned()),
-            _ => (Path::new("/"), OsString::from(".")),
+        let (parent, name, root) = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => (parent, name.to_owned(), false),
+            _ => (Path::new("/"), OsString::from("."), true),
         };
         let dir = match policy.open_file_dir(parent) {
             Ok(fd) => fd,
-            Err(DirRefusal::Outside) => return Err(outside(policy, path)),
+            Err(DirRefusal::Outside) => match policy.open_root(path) {
+                Some(dir) => {
+                    return Ok(Place {
+                        dir,
+                        name: OsString::from("."),
+                        path: path.to_owned(),
+                        root: true,
+                    });
+                }
+                None => return Err(outside(policy, path)),
+            },
             Err(DirRefusal::Errno(Errno::NOENT)) if mkdirs => make_parents(policy, path, parent)?,
             Err(DirRefusal::Errno(e)) => return Err(parent_error(e, path, parent)),
         };
@@ -48,7 +66,25 @@ impl Place {
             dir,
             name,
             path: path.to_owned(),
+            root,
         })
+    }
+
+    /// Refuses `doing` (`deleted`, `moved`, …) to a [`Place::root`], saying
+    /// why: `"/workspace" is an allowed root directory: it cannot be deleted`.
+    pub fn not_a_root(&self, doing: &str) -> Result<(), FileError> {
+        if !self.root {
+            return Ok(());
+        }
+        let what = if self.path == Path::new("/") {
+            "the file system's root"
+        } else {
+            "an allowed root directory (MCP_EXEC_ALLOWED_CWDS)"
+        };
+        Err(FileError::new(
+            Kind::Forbidden,
+            format!("{:?} is {what}: it cannot be {doing}", self.path),
+        ))
     }
 }
 

@@ -94,8 +94,11 @@ pub fn stat(place: &Place) -> Result<Entry, FileError> {
     let st = rustix::fs::statat(&place.dir, &place.name, AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| FileError::errno(e, "reading", &place.path))?;
     let mut e = entry(&place.dir, &place.name, &st);
-    if place.name == "." {
-        e.name = "/".into();
+    if place.root {
+        e.name = place
+            .path
+            .file_name()
+            .map_or_else(|| "/".into(), |n| n.to_string_lossy().into_owned());
     }
     Ok(e)
 }
@@ -192,9 +195,7 @@ pub fn mkdir(place: &Place, parents: bool) -> Result<Entry, FileError> {
 /// with `recursive` (then everything beneath it, never following a
 /// symlink).
 pub fn delete(place: &Place, recursive: bool) -> Result<(), FileError> {
-    if place.name == "." {
-        return Err(FileError::new(Kind::Forbidden, "\"/\" cannot be deleted"));
-    }
+    place.not_a_root("deleted")?;
     let st = rustix::fs::statat(&place.dir, &place.name, AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| FileError::errno(e, "deleting", &place.path))?;
     if !is_dir(&st) {
@@ -274,6 +275,8 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, path: &Path, depth: usize) -> Res
 /// `POST ?move=<dest>`: an atomic rename; an existing destination is
 /// replaced only with `overwrite` (`RENAME_NOREPLACE` otherwise).
 pub fn rename(from: &Place, to: &Place, overwrite: bool) -> Result<(), FileError> {
+    from.not_a_root("moved")?;
+    to.not_a_root("replaced")?;
     let flags = if overwrite {
         RenameFlags::empty()
     } else {

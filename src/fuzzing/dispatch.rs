@@ -97,6 +97,7 @@ fn app(flags: u8) -> Arc<App> {
     };
     let app = App::share(App {
         jobs: Jobs::refusing(&settings),
+        tasks: crate::tasks::Tasks::new(config.task_ttl, config.max_tasks),
         cwd,
         redact,
         job_policy: JobPolicy::default(),

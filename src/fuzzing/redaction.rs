@@ -30,8 +30,9 @@ fn builtin_redactor() -> Option<&'static Redactor> {
 }
 
 /// `redaction`: a secret planted on a line of its own in arbitrary output is
-/// never shown, whole or through any read that covers it; a read's range
-/// is the same with or without redaction; no match means the exact text.
+/// never shown, whole or through any read that covers it, nor, while only
+/// its first bytes are written, through a live read; a read's range is the
+/// same with or without redaction; no match means the exact text.
 ///
 /// Input: byte 0 picks the secret, a `u16` where it goes, the rest is the
 /// output it is planted in (the read ranges take bytes from the front too).
@@ -118,6 +119,25 @@ pub fn redaction(data: &[u8]) {
             assert!(shown.count() < there.count(), "{spec:?} shows {secret:?}");
         }
     }
+
+    // The live edge: the secret written only up to a cut (at least 4 of its
+    // bytes) is not shown by a live read, neither is any of its part so far.
+    let written = 4 + usize::from(input.byte()) % (secret.len() - 4);
+    let cut = usize::try_from(secret_at).unwrap_or(0) + written;
+    let mut live = Window::new(1 << 16);
+    live.push(&planted[..cut]);
+    let Some(read) = live.slice_live(&StreamSpec::All, Some(redactor)) else {
+        panic!("no live slice");
+    };
+    assert!(read.offset + read.bytes <= live.total());
+    let part = &secret[..written];
+    let there = capture::sanitize_utf8(&planted[..cut])
+        .matches(part)
+        .count();
+    assert!(
+        read.data.matches(part).count() < there,
+        "a live read shows {part:?} of {secret:?}"
+    );
 }
 
 #[cfg(test)]

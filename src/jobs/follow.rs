@@ -5,7 +5,9 @@
 //! wait for capacity, [`Event::Started`] once it has a process,
 //! [`Event::Output`] for each new chunk of either stream (redacted as the
 //! view says, at most the chunk size the caller chose, never splitting a
-//! UTF-8 character until the job is terminal), and last [`Event::Exit`] with
+//! UTF-8 character and, with redaction on, never showing the newest bytes
+//! that later output could still turn into a secret until the job is
+//! terminal: capture's "The live edge"), and last [`Event::Exit`] with
 //! the job itself, claimed — the stream that owns a job is its one
 //! deliverer. `None` after the exit, or when the job left the table some
 //! other way (torn down at shutdown: nothing to deliver).
@@ -18,9 +20,9 @@
 
 use crate::capture::{Slice, StreamSpec, Window};
 
-use super::result::View;
-use super::table::{Check, Claim, Job};
-use super::{JobId, Jobs, Stream};
+use super::result::{Fields, JobResult, View};
+use super::table::{Check, Claim, Job, Waiter};
+use super::{JobId, Jobs, Owner, Stream};
 
 /// One event of a followed job.
 #[derive(Debug)]
@@ -141,11 +143,16 @@ impl Follow<'_> {
                 length: Some(self.chunk),
                 unaligned,
             };
-            match w.slice_with(&spec(false), redact) {
-                // Only an incomplete character is left: wait for the rest,
-                // or, once terminal, send it as it is.
-                Some(s) if s.bytes == 0 && terminal => w.slice_with(&spec(true), redact),
-                other => other,
+            if terminal {
+                match w.slice_with(&spec(false), redact) {
+                    // Only an incomplete character is left: send it as it is.
+                    Some(s) if s.bytes == 0 => w.slice_with(&spec(true), redact),
+                    other => other,
+                }
+            } else {
+                // Stops before an incomplete character and before what could
+                // still begin a secret: the rest waits for more output.
+                w.slice_live(&spec(false), redact)
             }
         };
         let output = if announces {
@@ -166,5 +173,179 @@ impl Follow<'_> {
             terminal,
             output,
         }
+    }
+}
+
+/// One event of a job followed raw ([`Jobs::follow_raw`]).
+#[derive(Debug)]
+pub enum RawEvent {
+    /// Bytes of stdout, exactly as written, starting at `offset`.
+    Output {
+        /// Absolute offset of `data[0]`.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// Bytes `[from, to)` of stdout are gone: the window dropped them
+    /// before they were read (or the result was delivered before they
+    /// were). The next output starts at `to`.
+    Gap {
+        /// The first byte missed.
+        from: u64,
+        /// The first byte not missed.
+        to: u64,
+    },
+    /// The job is terminal (the last event).
+    End(Box<JobEnd>),
+}
+
+/// How a job that was followed raw ended.
+#[derive(Debug)]
+pub struct JobEnd {
+    /// Its result without streams (timing only while the job was still in
+    /// the table: a result delivered already shows its status and cause).
+    pub result: JobResult,
+    /// Who receives (or received) the result.
+    pub owner: Owner,
+    /// The owner has taken the result already.
+    pub delivered: bool,
+    /// Bytes it wrote to stdout in all.
+    pub stdout_bytes: u64,
+}
+
+/// Why a job cannot be followed raw from where asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RawFollowError {
+    /// No such job (never existed, or delivered already).
+    #[error("unknown job")]
+    Unknown,
+    /// The offset is past what the job wrote so far.
+    #[error("the job has written {total} bytes so far")]
+    Ahead {
+        /// Bytes written so far.
+        total: u64,
+    },
+}
+
+/// A job followed raw, without taking its result ([`Jobs::follow_raw`]).
+pub struct RawFollow<'a> {
+    jobs: &'a Jobs,
+    id: JobId,
+    fields: Fields,
+    chunk: u64,
+    offset: u64,
+    ended: bool,
+    /// Keeps the job's [`Gone`](super::table::Gone) record if its owner
+    /// takes the result while this follows it.
+    _waiter: Waiter<'a>,
+}
+
+impl Jobs {
+    /// Follows job `id`'s stdout from byte `from`, as raw bytes in chunks of
+    /// at most `chunk`, for a front-end that observes a job it does not own
+    /// (terminal attach, SPEC §20): it never takes the result; its last event
+    /// says how the job ended and who holds the result (`fields` say which
+    /// fields show). Nothing is skipped silently: bytes the window no longer
+    /// holds are a [`RawEvent::Gap`]; a `from` past what the job wrote so far
+    /// is refused, not waited for.
+    ///
+    /// `next` is cancel-safe, as [`Follow::next`] is.
+    pub fn follow_raw(
+        &self,
+        id: JobId,
+        from: u64,
+        chunk: u64,
+        fields: Fields,
+    ) -> Result<RawFollow<'_>, RawFollowError> {
+        let table = &self.shared.table;
+        let waiter = table
+            .register_waiter(&[id])
+            .map_err(|_| RawFollowError::Unknown)?;
+        let total = table
+            .with(id, |j| j.stdout.total())
+            .ok_or(RawFollowError::Unknown)?;
+        if from > total {
+            return Err(RawFollowError::Ahead { total });
+        }
+        Ok(RawFollow {
+            jobs: self,
+            id,
+            fields,
+            chunk: chunk.max(1),
+            offset: from,
+            ended: false,
+            _waiter: waiter,
+        })
+    }
+}
+
+impl RawFollow<'_> {
+    /// The next event; `None` after the end (or when the job left the table
+    /// without a result: torn down).
+    pub async fn next(&mut self) -> Option<RawEvent> {
+        if self.ended {
+            return None;
+        }
+        let table = &self.jobs.shared.table;
+        let view = View {
+            fields: self.fields,
+            redact: None,
+        };
+        table
+            .watch(true, || {
+                let look = table.with(self.id, |j| {
+                    let w = &j.stdout;
+                    if self.offset < w.dropped() {
+                        return Check::Done(Some(RawEvent::Gap {
+                            from: self.offset,
+                            to: w.dropped(),
+                        }));
+                    }
+                    if self.offset < w.total() {
+                        let data = w.raw(self.offset, self.chunk);
+                        return Check::Done(Some(RawEvent::Output {
+                            offset: self.offset,
+                            data,
+                        }));
+                    }
+                    if !j.state.is_terminal() {
+                        return Check::AGAIN;
+                    }
+                    let none = StreamSpec::None;
+                    Check::Done(Some(RawEvent::End(Box::new(JobEnd {
+                        result: JobResult::with_streams(j, &none, &none, &view),
+                        owner: j.owner,
+                        delivered: false,
+                        stdout_bytes: w.total(),
+                    }))))
+                });
+                let look = look.unwrap_or_else(|| {
+                    // Left the table: delivered (a record), or torn down.
+                    Check::Done(table.gone(self.id).map(|g| {
+                        if self.offset < g.stdout_bytes {
+                            return RawEvent::Gap {
+                                from: self.offset,
+                                to: g.stdout_bytes,
+                            };
+                        }
+                        RawEvent::End(Box::new(JobEnd {
+                            result: JobResult::gone(&g, self.fields),
+                            owner: g.owner,
+                            delivered: true,
+                            stdout_bytes: g.stdout_bytes,
+                        }))
+                    }))
+                });
+                match &look {
+                    Check::Done(Some(RawEvent::Output { offset, data })) => {
+                        self.offset = offset + data.len() as u64;
+                    }
+                    Check::Done(Some(RawEvent::Gap { to, .. })) => self.offset = *to,
+                    Check::Done(Some(RawEvent::End(_)) | None) => self.ended = true,
+                    Check::Wait { .. } => {}
+                }
+                look
+            })
+            .await
     }
 }

@@ -348,10 +348,11 @@ impl Shared {
         let registered = (|| -> std::io::Result<_> {
             Ok(match spawned {
                 Spawned::Pipes(s) => {
-                    let output = runner::Output::Pipes {
-                        stdout: pipe::Receiver::from_owned_fd(s.stdout)?,
-                        stderr: pipe::Receiver::from_owned_fd(s.stderr)?,
-                    };
+                    let stdout = Arc::new(pipe::Receiver::from_owned_fd(s.stdout)?);
+                    let stderr = Arc::new(pipe::Receiver::from_owned_fd(s.stderr)?);
+                    self.table
+                        .set_output_pipes(id, [Arc::clone(&stdout), Arc::clone(&stderr)]);
+                    let output = runner::Output::Pipes { stdout, stderr };
                     let stdin = StdinWriter::Pipe(pipe::Sender::from_owned_fd(s.stdin)?);
                     (stdin, None, output, s.exit)
                 }

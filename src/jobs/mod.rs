@@ -10,9 +10,12 @@
 //! |---|---|---|
 //! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
-//! | [`Jobs::status`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
-//! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern or goes quiet | [`mod@wait`] |
+//! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
+//! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
+//! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet or awaits input | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
+//! | [`Jobs::follow_raw`] | a job's raw stdout, gaps said, and how it ended; never takes the result | [`follow`] |
+//! | [`Jobs::attach_writer`] | the one attached terminal writer, or a takeover | [`attach`] |
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
@@ -36,7 +39,11 @@
 //!   epilogue that reports it (SPEC §17).
 //! - [`terminal`]: a terminal job's pseudo-terminal (SPEC §20).
 //! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
+//! - [`awaiting`]: whether a running job is blocked reading its stdin or
+//!   terminal (SPEC §20.1), for `status`, `list`, `wait_any` and the gauge.
 
+mod attach;
+mod awaiting;
 mod breaker;
 mod follow;
 mod launch;
@@ -58,13 +65,14 @@ use init::{Init, Signal, Step};
 use tokio::time::Instant;
 
 use crate::capture::StreamSpec;
-pub use follow::Event;
+pub use attach::{AttachError, WriterLease};
+pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
 pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
 pub use signal::{Delivery, JobSignalError, Plan, Signalled};
-pub use state::{Cause, JobId, JobPhase, Owner, Stream};
+pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
 use table::{Check, JobTable};
@@ -215,9 +223,24 @@ impl Jobs {
         self.shared.table.claim(id)
     }
 
-    /// Job `id`'s status as `fields` show it; never removes it.
+    /// Job `id`'s status as `fields` show it; never removes it. It does not
+    /// look for awaiting input (the status shape of `execute`'s and
+    /// `input`'s answers): [`Jobs::status_with_input`] does.
     pub fn status(&self, id: JobId, fields: Fields) -> Option<Status> {
         self.shared.table.with(id, |j| Status::of(j, fields))
+    }
+
+    /// [`Jobs::status`], and with Part II fields a running job blocked
+    /// reading its input says so (SPEC §20.1: the `status` tool).
+    pub fn status_with_input(&self, id: JobId, fields: Fields) -> Option<Status> {
+        let status = self.status(id, fields)?;
+        let awaiting = fields.has_part_two()
+            && status.state == "running"
+            && matches!(
+                self.shared.awaiting_input(id, &mut None),
+                awaiting::Awaiting::Yes(_)
+            );
+        Some(status.awaiting_input(awaiting))
     }
 
     /// Job `id`'s status with the slices asked for; never removes it.
@@ -233,9 +256,49 @@ impl Jobs {
             .with(id, |j| JobResult::with_streams(j, stdout, stderr, view))
     }
 
-    /// Every job not delivered yet, oldest first.
+    /// Waits until job `id` is terminal without claiming it (a task's job,
+    /// whose result stays in the table: SPEC §19); `false` if it is not (or
+    /// no longer) in the table. Cancel by dropping the future.
+    pub async fn settled(&self, id: JobId) -> bool {
+        self.shared.terminal(id).await;
+        self.shared
+            .table
+            .with(id, |j| j.state.is_terminal())
+            .unwrap_or(false)
+    }
+
+    /// The terminal result of job `id` as `view` renders it, left in the
+    /// table (a task renders it on every `tasks/result`, identically: a
+    /// terminal job no longer changes). `None` while it runs or once it is
+    /// gone.
+    pub fn kept_result(&self, id: JobId, view: &View<'_>) -> Option<JobResult> {
+        self.shared
+            .table
+            .with(id, |j| {
+                j.state.is_terminal().then(|| JobResult::delivered(j, view))
+            })
+            .flatten()
+    }
+
+    /// Every job not delivered yet, oldest first; a running job blocked
+    /// reading its input is marked so (SPEC §20.1).
     pub fn list(&self) -> Vec<Listed> {
-        self.shared.table.list()
+        let mut listed = self.shared.table.list();
+        let mut procs = None;
+        for l in &mut listed {
+            l.awaiting_input = l.phase == JobPhase::Running
+                && matches!(
+                    self.shared.awaiting_input(l.id, &mut procs),
+                    awaiting::Awaiting::Yes(_)
+                );
+        }
+        listed
+    }
+
+    /// How many running jobs are blocked reading their input now (the
+    /// gauge `mcp_exec_jobs_awaiting_input`, read at scrape).
+    pub fn awaiting_input(&self) -> usize {
+        self.list().iter().filter(|l| l.awaiting_input).count()
     }
 
     /// Tears job `id` down (a cancelled blocking `execute`, whose caller

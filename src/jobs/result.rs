@@ -2,8 +2,8 @@
 //!
 //! Field order is the declaration order: `job_id`, `state`, `queued_for`,
 //! `label`, `tty`, `exit_code`, `signal`, `signal_number`, `start_error`,
-//! `timed_out`, `cause`, `started_at`, `duration_ms`, `queued_ms`, `screen`,
-//! `stdout`, `stderr`.
+//! `awaiting_input`, `timed_out`, `cause`, `started_at`, `duration_ms`,
+//! `queued_ms`, `screen`, `stdout`, `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
 //!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended at a
 //!   deadline) or `error`.
@@ -14,6 +14,9 @@
 //! - `start_error`: only when the job could not start (or was cancelled
 //!   before it started).
 //! - `stdout`/`stderr`: slices (SPEC §5.1), only when captured.
+//! - `awaiting_input`: `true` while a running job is blocked reading its
+//!   stdin or terminal (SPEC §20.1), from 2025-03-26 on, in `status`,
+//!   `list_jobs` and `wait` entries (the verbs that look); never `false`.
 //! - Part II fields, from revision 2025-03-26 on and only when they apply:
 //!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
 //!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
@@ -30,7 +33,7 @@ use serde::Serialize;
 
 use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Gone, Job, Listed};
-use crate::capture::{Redact, Slice, StreamSpec};
+use crate::capture::{Redact, Slice, StreamSpec, Window};
 use crate::terminal::ScreenView;
 
 /// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
@@ -92,6 +95,10 @@ pub struct Status {
     /// Why the job could not start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_error: Option<String>,
+    /// `true` while it is blocked reading its stdin or terminal (SPEC
+    /// §20.1); absent otherwise, and when nobody looked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaiting_input: Option<bool>,
 }
 
 impl Status {
@@ -121,6 +128,7 @@ impl Status {
             signal: None,
             signal_number: None,
             start_error: None,
+            awaiting_input: None,
         };
         match phase {
             JobPhase::Queued | JobPhase::Running => {}
@@ -169,11 +177,21 @@ impl Status {
         self
     }
 
+    /// `awaiting_input: true` when `yes` (a look found it blocked reading
+    /// its input; SPEC §20.1), for Part II fields only.
+    pub fn awaiting_input(mut self, yes: bool) -> Status {
+        if yes && self.queued_for.is_none() && self.exit_code.is_none() {
+            self.awaiting_input = Some(true);
+        }
+        self
+    }
+
     /// The status of a listed job.
     pub fn listed(l: &Listed, fields: Fields) -> Status {
         Status::new(l.id, &l.phase, None, l.label.as_deref(), fields)
             .waiting_for_shell_session(l.waits_for_shell_session)
             .on_terminal(l.tty, fields)
+            .awaiting_input(l.awaiting_input && fields.has_part_two())
     }
 
     /// How a job ended whose result another request took.
@@ -225,6 +243,16 @@ impl JobResult {
         view: &View<'_>,
     ) -> JobResult {
         let fields = view.fields;
+        let redact = view.redact.map(|r| r as &dyn Redact);
+        // A running job's streams end before what later output could still
+        // turn into a secret (capture's "The live edge").
+        let read = |w: &Window, spec| {
+            if job.state.is_terminal() {
+                w.slice_with(spec, redact)
+            } else {
+                w.slice_live(spec, redact)
+            }
+        };
         let mut r = JobResult {
             status: Status::of(job, fields),
             timed_out: None,
@@ -233,12 +261,8 @@ impl JobResult {
             duration_ms: None,
             queued_ms: None,
             screen: None,
-            stdout: job
-                .stdout
-                .slice_with(stdout, view.redact.map(|r| r as &dyn Redact)),
-            stderr: job
-                .stderr
-                .slice_with(stderr, view.redact.map(|r| r as &dyn Redact)),
+            stdout: read(&job.stdout, stdout),
+            stderr: read(&job.stderr, stderr),
         };
         if fields.has_part_two() && job.state.is_terminal() {
             if let Some(cause) = job.cause {
@@ -252,6 +276,23 @@ impl JobResult {
             }
         }
         r
+    }
+
+    /// How a job ended whose result was delivered already: its status and
+    /// cause, without timing or streams.
+    pub fn gone(g: &Gone, fields: Fields) -> JobResult {
+        let cause = g.cause.filter(|_| fields.has_part_two());
+        JobResult {
+            status: Status::gone(g, fields),
+            timed_out: cause.and_then(|c| c.is_deadline().then_some(true)),
+            cause: cause.map(Cause::name),
+            started_at: None,
+            duration_ms: None,
+            queued_ms: None,
+            screen: None,
+            stdout: None,
+            stderr: None,
+        }
     }
 
     /// The terminal result as delivered by `execute`, `wait` and `kill`:

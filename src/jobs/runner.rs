@@ -84,10 +84,11 @@ pub struct Io {
 pub enum Output {
     /// A pipe job's stdout and stderr read ends.
     Pipes {
-        /// Read end of stdout.
-        stdout: pipe::Receiver,
-        /// Read end of stderr.
-        stderr: pipe::Receiver,
+        /// Read end of stdout (the job also holds it, to see bytes not read
+        /// yet: [`super::awaiting`]).
+        stdout: Arc<pipe::Receiver>,
+        /// Read end of stderr (likewise).
+        stderr: Arc<pipe::Receiver>,
     },
     /// A terminal job's terminal.
     Terminal(Arc<Terminal>),
@@ -328,7 +329,7 @@ pub(crate) async fn run(
                 exited = true;
                 for (stream, rx) in [(Stream::Stdout, &out), (Stream::Stderr, &err)] {
                     if let Some(rx) = rx {
-                        drain_present(table, id, stream, rx);
+                        drain_present(table, id, stream, rx.as_ref());
                     }
                 }
                 if let Some(t) = term.as_deref().filter(|_| term_open)
@@ -394,7 +395,7 @@ pub(crate) async fn run(
                 expired = true;
                 shared.expire(id, pgid, Cause::IdleTimeout);
             }
-            ready = readable(out.as_ref()), if out.is_some() => {
+            ready = readable(out.as_deref()), if out.is_some() => {
                 last_output = Instant::now();
                 if !on_readable(table, id, Stream::Stdout, &mut out, ready) {
                     return;
@@ -406,7 +407,7 @@ pub(crate) async fn run(
                     state_rx = None;
                 }
             }
-            ready = readable(err.as_ref()), if err.is_some() => {
+            ready = readable(err.as_deref()), if err.is_some() => {
                 last_output = Instant::now();
                 if !on_readable(table, id, Stream::Stderr, &mut err, ready) {
                     return;
@@ -437,10 +438,10 @@ fn on_readable(
     table: &JobTable,
     id: JobId,
     stream: Stream,
-    slot: &mut Option<pipe::Receiver>,
+    slot: &mut Option<Arc<pipe::Receiver>>,
     ready: io::Result<()>,
 ) -> bool {
-    let read = match (ready, slot.as_ref()) {
+    let read = match (ready, slot.as_deref()) {
         (Ok(()), Some(rx)) => read_ready(table, id, stream, rx),
         _ => Read::Eof,
     };

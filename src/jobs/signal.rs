@@ -136,7 +136,7 @@ impl Jobs {
             Before::Signal(pgid) => pgid,
         };
         // The result of a death this call causes is this call's answer.
-        let _reserved = (owner == Owner::Caller).then(|| table.reserve(id));
+        let _reserved = owner.is_caller().then(|| table.reserve(id));
         let steps = match plan {
             Plan::One(sig) => vec![Step::new(sig, wait)],
             Plan::Assured => vec![Step::new(Signal::TERM, wait), Step::new(Signal::KILL, wait)],
@@ -175,7 +175,7 @@ impl Jobs {
     /// for a job a stream owns, that the stream delivers it).
     fn already_terminated(&self, id: JobId, owner: Owner) -> Result<Signalled, JobSignalError> {
         let delivery = match owner {
-            Owner::Stream => Delivery::Elsewhere,
+            Owner::Stream | Owner::Task(_) => Delivery::Elsewhere,
             Owner::Caller => match self.shared.table.claim(id) {
                 Claim::Delivered(job) => Delivery::Here(job),
                 Claim::Running | Claim::Unknown => return Err(JobSignalError::Unknown(id)),
@@ -188,7 +188,7 @@ impl Jobs {
     /// first): claimed here if its caller owns it and nobody took it first.
     async fn collect(&self, id: JobId, owner: Owner) -> Delivery {
         let table = &self.shared.table;
-        if owner == Owner::Stream {
+        if !owner.is_caller() {
             self.shared.terminal(id).await;
             return Delivery::Elsewhere;
         }

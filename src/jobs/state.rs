@@ -281,7 +281,40 @@ pub enum Owner {
     /// refuses the job, `kill` signals it but never claims it, and a queued
     /// one is cancelled in place for its stream to deliver.
     Stream,
-    // Later: `Task` (SPEC §19), which keeps the result until its TTL.
+    /// An MCP Task (SPEC §19), which keeps the result until its TTL: `wait`
+    /// refuses the job, `kill` signals it but never claims it, nothing
+    /// claims it; the task renders it from the table (as often as it is
+    /// asked) and removes it when the task expires or is cancelled.
+    Task(TaskTag),
+}
+
+/// The task that owns a job: 128 random bits, chosen by the task record
+/// (never derived from the job id). Shown as 32 lowercase hex digits, which
+/// is the task's wire id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskTag(pub u128);
+
+impl fmt::Display for TaskTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl Owner {
+    /// Whether whoever claims it first receives it (the caller's jobs).
+    pub fn is_caller(self) -> bool {
+        self == Owner::Caller
+    }
+
+    /// The wire name: `caller` (an MCP client's `execute`/`wait`/`kill`),
+    /// `stream` (a `POST /exec` stream), `task` (an MCP Task, SPEC §19).
+    pub fn name(self) -> &'static str {
+        match self {
+            Owner::Caller => "caller",
+            Owner::Stream => "stream",
+            Owner::Task(_) => "task",
+        }
+    }
 }
 
 #[cfg(test)]

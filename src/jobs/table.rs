@@ -54,6 +54,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::awaiting::Input;
 use super::shell_session::lanes::Lanes;
 use super::state::{Cause, ExitOutcome, JobId, JobPhase, JobState, Owner, Pending, Ran, Stream};
 use super::terminal::{Terminal, Tty};
@@ -100,6 +101,13 @@ pub struct Job {
     pub(super) capture: CapturePolicy,
     /// Its stdin (written outside the lock by [`super::Jobs::write_stdin`]).
     pub(super) stdin: StdinSlot,
+    /// The open file that is its input (its stdin pipe, or its terminal),
+    /// once started: what [`super::awaiting`] compares a read against.
+    pub(super) input: Option<Input>,
+    /// A pipe job's stdout and stderr read ends, shared with its runner:
+    /// [`super::awaiting`] reports nothing while they hold bytes the
+    /// runner has not read yet (a prompt on its way).
+    pub(super) output_pipes: Option<[Arc<pipe::Receiver>; 2]>,
     /// Cancelled when the job leaves the table: stops its runner.
     pub(super) removed: CancellationToken,
     /// The shell session it belongs to (SPEC §17). Set at launch.
@@ -114,6 +122,8 @@ pub struct Job {
     waiters: usize,
     /// `kill` calls signalling it that will claim it ([`JobTable::reserve`]).
     signalling: usize,
+    /// The one attached terminal writer (SPEC §20), if any.
+    pub(super) writer: Option<super::attach::Writer>,
 }
 
 impl Job {
@@ -144,12 +154,15 @@ impl Job {
             stderr: Window::new(window),
             capture,
             stdin: StdinSlot::default(),
+            input: None,
+            output_pipes: None,
             removed: CancellationToken::new(),
             shell_session,
             waits_for_shell_session: false,
             tty,
             waiters: 0,
             signalling: 0,
+            writer: None,
         }
     }
 
@@ -179,6 +192,7 @@ impl Job {
             phase: self.phase(),
             label: self.label.clone(),
             waits_for_shell_session: self.waits_for_shell_session,
+            awaiting_input: false,
             tty: self.tty.is_tty(),
         }
     }
@@ -224,6 +238,9 @@ pub struct Listed {
     pub label: Option<String>,
     /// Queued behind an earlier job of its shell session.
     pub waits_for_shell_session: bool,
+    /// Blocked reading its stdin or terminal, when someone looked
+    /// ([`super::Jobs::list`], a `wait` until input; SPEC §20.1).
+    pub awaiting_input: bool,
     /// A terminal job (SPEC §20).
     pub tty: bool,
 }
@@ -241,6 +258,10 @@ pub struct Gone {
     pub cause: Option<Cause>,
     /// Its label.
     pub label: Option<String>,
+    /// Who received its result.
+    pub owner: Owner,
+    /// Bytes it wrote to stdout in all.
+    pub stdout_bytes: u64,
 }
 
 /// The queue is full: `(running, queued)`.
@@ -314,6 +335,8 @@ impl Inner {
                 phase: job.phase(),
                 cause: job.cause,
                 label: job.label.clone(),
+                owner: job.owner,
+                stdout_bytes: job.stdout.total(),
             };
             self.gone.insert(id, (gone, job.waiters));
         }
@@ -491,6 +514,13 @@ impl JobTable {
                         outcome: ExitOutcome::Running,
                     };
                     job.last_output = Instant::now();
+                    job.input = match &terminal {
+                        Some(t) => Input::terminal_at(&t.device().path),
+                        None => match &stdin {
+                            Some(StdinWriter::Pipe(tx)) => Input::pipe(tx),
+                            _ => None,
+                        },
+                    };
                     if let Some(t) = terminal {
                         job.tty = Tty::Open(t);
                     }
@@ -504,6 +534,14 @@ impl JobTable {
         };
         self.changed.notify_waiters();
         found
+    }
+
+    /// Keeps a started pipe job's output read ends with it (see
+    /// [`Job::output_pipes`]).
+    pub(super) fn set_output_pipes(&self, id: JobId, pipes: [Arc<pipe::Receiver>; 2]) {
+        if let Some(job) = self.lock().jobs.get_mut(&id) {
+            job.output_pipes = Some(pipes);
+        }
     }
 
     /// Records that an admitted job could not start: it is terminal and its
@@ -540,7 +578,7 @@ impl JobTable {
             inner.queue.retain(|q| *q != id);
             inner.release_lane_of(id);
             let cancelled = match owner {
-                Owner::Stream => Cancelled::InPlace,
+                Owner::Stream | Owner::Task(_) => Cancelled::InPlace,
                 Owner::Caller => Cancelled::Removed(Box::new(inner.take(id)?)),
             };
             (cancelled, inner.jobs.is_empty())
@@ -552,17 +590,34 @@ impl JobTable {
         Some(cancelled)
     }
 
-    /// The first of `ids` that an `/exec` stream owns, if any.
-    pub(super) fn stream_owned_among(&self, ids: &[JobId]) -> Option<JobId> {
+    /// The first of `ids` that its caller does not own (an `/exec` stream
+    /// or a task does), with its owner, if any.
+    pub(super) fn owned_among(&self, ids: &[JobId]) -> Option<(JobId, Owner)> {
         let inner = self.lock();
-        ids.iter()
-            .copied()
-            .find(|id| inner.jobs.get(id).is_some_and(|j| j.owner == Owner::Stream))
+        ids.iter().find_map(|id| {
+            inner
+                .jobs
+                .get(id)
+                .filter(|j| !j.owner.is_caller())
+                .map(|j| (*id, j.owner))
+        })
     }
 
     /// Runs `f` on the job, if it exists.
     pub(super) fn with<R>(&self, id: JobId, f: impl FnOnce(&Job) -> R) -> Option<R> {
         self.lock().jobs.get(&id).map(f)
+    }
+
+    /// Runs `f` on the job mutably, if it exists (a short change of one of
+    /// its own fields; nothing that wakes waiters).
+    pub(super) fn with_mut<R>(&self, id: JobId, f: impl FnOnce(&mut Job) -> R) -> Option<R> {
+        self.lock().jobs.get_mut(&id).map(f)
+    }
+
+    /// How job `id` ended, if it left the table while a registered waiter
+    /// listed it ([`JobTable::register_waiter`]).
+    pub(super) fn gone(&self, id: JobId) -> Option<Gone> {
+        self.lock().gone.get(&id).map(|(g, _)| g.clone())
     }
 
     /// Records why a job is ending (first cause wins; a job that is
@@ -1223,8 +1278,8 @@ mod tests {
         let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
         job.owner = Owner::Stream;
         assert!(t.submit(job).unwrap().is_empty());
-        assert_eq!(t.stream_owned_among(&[JobId(1), id]), Some(id));
-        assert_eq!(t.stream_owned_among(&[JobId(1)]), None);
+        assert_eq!(t.owned_among(&[JobId(1), id]), Some((id, Owner::Stream)));
+        assert_eq!(t.owned_among(&[JobId(1)]), None);
         assert!(matches!(t.cancel_queued(id), Some(Cancelled::InPlace)));
         assert!(t.cancel_queued(id).is_none());
         assert_eq!(t.counts(), (1, 0));

@@ -112,6 +112,12 @@ impl Terminal {
         })
     }
 
+    /// The slave's path and device (what awaiting input compares a
+    /// process's descriptors with, SPEC §20.1).
+    pub(super) fn device(&self) -> &TerminalDevice {
+        &self.device
+    }
+
     /// The master, registered with the reactor (the runner reads it).
     pub(super) fn master(&self) -> &AsyncFd<OwnedFd> {
         &self.master

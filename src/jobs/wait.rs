@@ -1,14 +1,28 @@
 //! `wait_any`: until any listed job is terminal (SPEC §4.3), prints what
-//! the caller waits for, or goes quiet (SPEC §12.9), or the deadline.
+//! the caller waits for, goes quiet (SPEC §12.9), awaits input (SPEC
+//! §20.1), or the deadline.
 //!
 //! Terminal jobs are claimed in one critical section
 //! ([`super::table::JobTable::claim_terminal_among`]): the answer delivers
-//! each of them here and nowhere else. `until` adds two more reasons to
-//! return, neither of which delivers anything: a listed job still running
-//! whose retained output at or after byte `from` matches `pattern` (matched
-//! on the text the caller would see, redacted when redaction is on, so a
-//! pattern cannot probe a secret), or a listed job that has written nothing
-//! for `quiet`.
+//! each of them here and nowhere else. `until` adds three more reasons to
+//! return, none of which delivers anything: a listed job still running
+//! whose retained output at or after byte `from` matches `pattern` (with
+//! redaction on, the pattern sees exactly what `output` would show of those
+//! bytes: redacted with context on both sides, so a `from` inside a secret
+//! shows the rest of it masked, not as text to probe a character at a time,
+//! and ending before what could still begin a secret — capture's "The live
+//! edge"), a listed job that has written nothing
+//! for `quiet`, or (`input`) a listed job blocked reading its stdin or
+//! terminal ([`super::awaiting`]). The entry of each job that triggered
+//! says which condition it met; every condition met in the same look is
+//! reported.
+//!
+//! Awaiting input has no event of its own: while a listed job is silent
+//! and not reading, the one wait loop ([`super::table::JobTable::watch`])
+//! looks again on a bounded backoff (5 ms doubling to 100 ms, from
+//! [`super::awaiting`]), restarted by the job's next output, and ends on
+//! the first look that finds it reading. Other wake-ups (any job's output)
+//! do not make it look sooner than its backoff says.
 //!
 //! A job that the call listed and another request (a `kill`, another
 //! `wait`) took while the call waited is answered as
@@ -21,9 +35,10 @@ use std::time::Duration;
 use regex::bytes::Regex;
 use tokio::time::Instant;
 
+use super::awaiting::{self, Awaiting};
 use super::table::{Check, Gone, Job, Listed, TableEntry};
-use super::{JobId, Jobs, Stream};
-use crate::capture::Redact;
+use super::{JobId, Jobs, Owner, Stream, TaskTag};
+use crate::capture::{Redact, StreamSpec};
 
 /// What `until` asks for.
 #[derive(Debug)]
@@ -36,6 +51,8 @@ pub struct Until {
     pub from: u64,
     /// Return when a listed job has written nothing for this long.
     pub quiet: Option<Duration>,
+    /// Return when a listed job is blocked reading its stdin or terminal.
+    pub input: bool,
 }
 
 /// Where a pattern matched, in the raw stream.
@@ -56,6 +73,20 @@ pub enum Trigger {
     Matched(Matched),
     /// It has written nothing for this long.
     WentQuiet(Duration),
+    /// It is blocked reading its stdin or terminal.
+    AwaitingInput,
+}
+
+/// When a `wait` looks again at a silent job that was not reading: the
+/// backoff, restarted by the job's output.
+#[derive(Debug, Clone, Copy)]
+struct Relook {
+    /// The job's `last_output` when the backoff started.
+    since: Instant,
+    /// Not before then.
+    at: Instant,
+    /// The pause after the next look that finds it not reading.
+    pause: Duration,
 }
 
 /// One entry of a `wait_any` answer, in the order of the ids asked for.
@@ -80,6 +111,9 @@ pub enum WaitError {
     /// A `POST /exec` stream owns it: only its stream delivers it.
     #[error("{0} is owned by an /exec stream")]
     OwnedByStream(JobId),
+    /// A task owns it (SPEC §19): the task delivers it.
+    #[error("{0} is owned by task {1}")]
+    OwnedByTask(JobId, TaskTag),
 }
 
 impl Jobs {
@@ -96,10 +130,13 @@ impl Jobs {
     ) -> Result<Vec<WaitEntry>, WaitError> {
         let table = &self.shared.table;
         // Ownership is fixed at launch, so checking once is enough.
-        if let Some(owned) = table.stream_owned_among(ids) {
-            return Err(WaitError::OwnedByStream(owned));
+        match table.owned_among(ids) {
+            Some((id, Owner::Task(task))) => return Err(WaitError::OwnedByTask(id, task)),
+            Some((id, _)) => return Err(WaitError::OwnedByStream(id)),
+            None => {}
         }
         let _waiter = table.register_waiter(ids).map_err(WaitError::Unknown)?;
+        let mut relooks: HashMap<JobId, Relook> = HashMap::new();
         table
             .watch(until.is_some(), || {
                 let entries = match table.claim_terminal_among(ids) {
@@ -108,7 +145,7 @@ impl Jobs {
                 };
                 let done = entries.iter().any(|e| !matches!(e, TableEntry::Pending(_)));
                 let (triggers, next_quiet) = match (until, done) {
-                    (Some(u), false) => self.triggers(ids, u, redact),
+                    (Some(u), false) => self.triggers(ids, u, redact, &mut relooks),
                     _ => (HashMap::new(), None),
                 };
                 let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
@@ -119,8 +156,9 @@ impl Jobs {
                             TableEntry::Delivered(job) => WaitEntry::Delivered(job),
                             TableEntry::Repeat(l) => WaitEntry::Repeat(l),
                             TableEntry::Elsewhere(g) => WaitEntry::Elsewhere(g),
-                            TableEntry::Pending(l) => {
+                            TableEntry::Pending(mut l) => {
                                 let trigger = triggers.get(&l.id).copied();
+                                l.awaiting_input = matches!(trigger, Some(Trigger::AwaitingInput));
                                 WaitEntry::Pending(l, trigger)
                             }
                         })
@@ -135,17 +173,20 @@ impl Jobs {
             .await
     }
 
-    /// Which listed running jobs trigger `until` now, and when the next one
-    /// could go quiet.
+    /// Which listed running jobs trigger `until` now, and when to look
+    /// again without an event (the next job that could go quiet, or that
+    /// is due another look for input).
     fn triggers(
         &self,
         ids: &[JobId],
         until: &Until,
         redact: Option<&(dyn Redact + Sync)>,
+        relooks: &mut HashMap<JobId, Relook>,
     ) -> (HashMap<JobId, Trigger>, Option<Instant>) {
         let table = &self.shared.table;
         let mut triggers = HashMap::new();
         let mut next_quiet: Option<Instant> = None;
+        let mut procs = None;
         let now = Instant::now();
         for &id in ids {
             if triggers.contains_key(&id) {
@@ -153,7 +194,7 @@ impl Jobs {
             }
             let found = table.with(id, |job| {
                 if job.state.is_queued() {
-                    return (None, None);
+                    return (None, None, None);
                 }
                 if let Some(pattern) = &until.pattern {
                     for &stream in until.streams {
@@ -161,45 +202,109 @@ impl Jobs {
                             Stream::Stdout => &job.stdout,
                             Stream::Stderr => &job.stderr,
                         };
-                        let (start, raw) = window.retained_from(until.from);
                         // With redaction on, offsets count redacted text
                         // after `start`.
-                        let redacted;
-                        let bytes: &[u8] = match redact {
+                        let (start, text) = match redact {
                             Some(r) => {
-                                redacted = r.redact(&raw, 0..raw.len()).0;
-                                redacted.as_bytes()
+                                let spec = StreamSpec::From {
+                                    from: until.from,
+                                    length: None,
+                                    unaligned: true,
+                                };
+                                match window.slice_live(&spec, Some(r)) {
+                                    Some(s) => (s.offset, s.data.into_bytes()),
+                                    None => continue,
+                                }
                             }
-                            None => &raw,
+                            None => window.retained_from(until.from),
                         };
+                        let bytes: &[u8] = &text;
                         if let Some(m) = pattern.find(bytes) {
                             let matched = Matched {
                                 stream,
                                 offset: start + m.start() as u64,
                                 bytes: (m.end() - m.start()) as u64,
                             };
-                            return (Some(Trigger::Matched(matched)), None);
+                            return (Some(Trigger::Matched(matched)), None, None);
                         }
                     }
                 }
+                let running = (!job.state.is_terminal()).then_some(job.last_output);
                 if let Some(quiet) = until.quiet {
                     let silent = now.saturating_duration_since(job.last_output);
                     if silent >= quiet {
-                        return (Some(Trigger::WentQuiet(silent)), None);
+                        return (Some(Trigger::WentQuiet(silent)), None, None);
                     }
-                    return (None, Some(job.last_output + quiet));
+                    return (None, Some(job.last_output + quiet), running);
                 }
-                (None, None)
+                (None, None, running)
             });
-            if let Some((trigger, quiet_at)) = found {
-                if let Some(t) = trigger {
-                    triggers.insert(id, t);
-                }
-                if let Some(q) = quiet_at {
-                    next_quiet = Some(next_quiet.map_or(q, |n| n.min(q)));
+            let mut next = |at: Instant| next_quiet = Some(next_quiet.map_or(at, |n| n.min(at)));
+            let Some((trigger, quiet_at, last_output)) = found else {
+                continue;
+            };
+            if let Some(q) = quiet_at {
+                next(q);
+            }
+            if let Some(t) = trigger {
+                triggers.insert(id, t);
+            } else if until.input
+                && let Some(last_output) = last_output
+            {
+                match self.input_look(id, last_output, now, relooks, &mut procs) {
+                    Ok(()) => {
+                        triggers.insert(id, Trigger::AwaitingInput);
+                    }
+                    Err(Some(at)) => next(at),
+                    Err(None) => {}
                 }
             }
         }
         (triggers, next_quiet)
+    }
+
+    /// Looks at running job `id` for input, unless its backoff says not yet:
+    /// `Ok` when it is reading; else when to look again (`None`: never, it
+    /// cannot await input).
+    fn input_look(
+        &self,
+        id: JobId,
+        last_output: Instant,
+        now: Instant,
+        relooks: &mut HashMap<JobId, Relook>,
+        procs: &mut Option<awaiting::Processes>,
+    ) -> Result<(), Option<Instant>> {
+        let due = relooks
+            .get(&id)
+            .filter(|r| r.since == last_output && now < r.at);
+        if let Some(r) = due {
+            return Err(Some(r.at));
+        }
+        match self.shared.awaiting_input(id, procs) {
+            Awaiting::Yes(source) => {
+                tracing::debug!(job = %id, ?source, "awaiting input");
+                Ok(())
+            }
+            Awaiting::NotBefore(at) => {
+                relooks.remove(&id);
+                Err(Some(at))
+            }
+            Awaiting::No => {
+                let pause = match relooks.get(&id) {
+                    Some(r) if r.since == last_output => (r.pause * 2).min(awaiting::LAST_RECHECK),
+                    _ => awaiting::FIRST_RECHECK,
+                };
+                let at = now + pause;
+                relooks.insert(
+                    id,
+                    Relook {
+                        since: last_output,
+                        at,
+                        pause,
+                    },
+                );
+                Err(Some(at))
+            }
+        }
     }
 }

@@ -214,6 +214,20 @@ impl CwdPolicy {
         }
     }
 
+    /// The directory of the allowed root that `path` (absolute, normalised)
+    /// names, as configured or by its realpath: a root is resolved to
+    /// itself, its own parent being outside the policy. `None` when `path`
+    /// is no root, or without a policy (where `/` is the only top).
+    pub fn open_root(&self, path: &Path) -> Option<OwnedFd> {
+        let roots = self.roots.as_ref()?;
+        let path = lexical(path);
+        let root = roots
+            .list
+            .iter()
+            .find(|root| path == lexical(&root.configured) || path == root.real)?;
+        root.open_beneath(Path::new("")).ok()
+    }
+
     /// `path "/etc/x" is outside the allowed directories (/workspace:/tmp)`
     /// (`what` names the kind of path, e.g. `path`).
     pub fn outside_text(&self, what: &str, path: &Path) -> String {
@@ -489,6 +503,30 @@ mod tests {
             real(&t.0)
         );
         assert_eq!(dir_of(&p.resolve(None).expect("the default")), real(&t.0));
+    }
+
+    #[test]
+    fn a_root_named_as_configured_or_by_its_realpath_opens_as_itself_and_nothing_else_does() {
+        let t = TempDir::new();
+        let root = t.mkdir("root");
+        t.mkdir("root/sub");
+        std::os::unix::fs::symlink(&root, t.0.join("link")).expect("a symlink");
+        let p = policy(&t.path("link"), &t.path("link"));
+        let dir = |fd: OwnedFd| {
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("its path")
+        };
+        for named in [t.path("link"), real(&root).display().to_string()] {
+            let fd = p.open_root(Path::new(&named));
+            assert_eq!(fd.map(dir), Some(real(&root)), "{named}");
+        }
+        for not_a_root in [t.path("link/sub"), t.text(), "/".to_owned()] {
+            assert!(
+                p.open_root(Path::new(&not_a_root)).is_none(),
+                "{not_a_root}"
+            );
+        }
+        let none = CwdPolicy::from_settings(None, None).expect("no policy");
+        assert!(none.open_root(Path::new("/")).is_none());
     }
 
     #[test]

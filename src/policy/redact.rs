@@ -61,14 +61,36 @@
 //!    the key;
 //! 2. an `END` line whose `BEGIN` is out of sight masks, with itself, the run of body
 //!    characters just before it (up to the previous match);
-//! 3. while a context side consists only of body characters, the read may lie inside a long
-//!    body, so the window widens that side (doubling, up to 64 KiB) until it reaches a
-//!    `BEGIN`/`END` line or other text ([`Redact::wants_wider`]).
+//! 3. while a context side consists only of body characters (apart from the cut part of a
+//!    marker line at its far edge), the read may lie inside a long body, so the window widens
+//!    that side (doubling, up to 64 KiB) until it reaches a whole `BEGIN`/`END` line or other
+//!    text ([`Redact::wants_wider`]).
 //!
 //! Rules 1 and 2 also make [`Redactor::redact_text`] mask a block split across consecutive
 //! chunks of a stream in every chunk that holds a recognisable part of it (a whole marker line
 //! or any body byte). Other secrets need the context. Known gap: a secret whose first bytes the
 //! window has already dropped cannot be recognised, except a PEM body followed by its `END`.
+//!
+//! # The live edge
+//! While a job runs, a read ends before the newest bytes that could still be the beginning of
+//! a match (capture's "The live edge"): `db=postgres://admin:hunter2` is shown as `db=postgres`
+//! until the `@` (or anything that rules the shape out, or the job's end) arrives.
+//! [`Redact::held_back`] finds them with a second pattern built once from the same patterns:
+//! for each, a pattern for *every prefix* of its matches ([`prefixes`], computed on the parse
+//! tree), with every assertion (`\b`, `^`, `$`) dropped; their alternation, anchored at the end
+//! of the text, finds the leftmost position from which the rest of the text could still grow
+//! into a match. Dropping the assertions only widens what is held back, so the rule is sound:
+//! a match of the finished stream that is not yet complete, or whose end is the current end,
+//! begins at or after that position, and every match that begins before it lies wholly in
+//! bytes already written, where the finished stream and the current one agree. What it costs
+//! is a delay: output is held while its end looks like the start of a secret (a line ending in
+//! `https://host`, an `A` that could start `AKIA`), at most [`HOLD_BACK`] bytes, and released
+//! by the next write that rules the shape out or by the job's end; a file pattern that can
+//! begin with any word (`[a-z]+@corp`) holds back a running job's trailing words.
+//! Not anticipated at the live edge: rule 2 below (an `END` line that masks the headless body
+//! before it) — a body written after its `BEGIN` line is already masked by rule 1, and one
+//! whose `BEGIN` is out of reach is the known gap; and a match that begins more than
+//! [`HOLD_BACK`] bytes before the end, which no read's context could recognise either.
 //!
 //! # Cost
 //! All patterns are one alternation compiled once (`regex::bytes`, no backtracking, each
@@ -94,7 +116,9 @@ use std::path::Path;
 
 use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
 
-use crate::capture::{Redact, push_sanitized};
+use regex_syntax::hir::{Hir, HirKind, Look, Repetition};
+
+use crate::capture::{HOLD_BACK, Redact, push_sanitized};
 
 /// What replaces a match.
 pub const MARKER: &str = "[REDACTED]";
@@ -239,6 +263,9 @@ struct Compiled {
 #[derive(Debug)]
 pub struct Redactor {
     regex: Regex,
+    /// What could still begin a match, anchored at the end of the text (module doc, "The live
+    /// edge").
+    live: Regex,
     patterns: Vec<Compiled>,
     /// The builtin patterns are on: the PEM rules apply.
     pem: bool,
@@ -311,10 +338,15 @@ impl Redactor {
         let mut patterns = Vec::with_capacity(sources.len());
         let mut alternation = String::new();
         let mut next_group = 1;
+        let mut beginnings = Vec::with_capacity(sources.len());
         for source in &sources {
             let alone = builder(&source.regex)
                 .build()
                 .map_err(|err| format!("{}: invalid pattern: {err}", source.origin))?;
+            beginnings
+                .push(prefixes(&parse(&source.regex).map_err(|err| {
+                    format!("{}: invalid pattern: {err}", source.origin)
+                })?));
             if alone.is_match(b"") {
                 return Err(format!(
                     "{}: pattern {:?} matches the empty string",
@@ -341,8 +373,15 @@ impl Redactor {
             .build()
             .map_err(|err| format!("{FILE_VAR}: the patterns together do not compile: {err}"))?;
         let any_secret_group = patterns.iter().any(|p| p.secret.is_some());
+        let live = Hir::concat(vec![Hir::alternation(beginnings), Hir::look(Look::End)]);
+        let live = builder(&live.to_string()).build().map_err(|err| {
+            format!(
+                "{FILE_VAR}: the patterns are too complex to tell where a match could begin: {err}"
+            )
+        })?;
         Ok(Self {
             regex,
+            live,
             patterns,
             pem,
             any_secret_group,
@@ -449,10 +488,109 @@ impl Redact for Redactor {
         self.mask(text, data.start.min(end)..end)
     }
 
-    /// Rule 3: a side made only of PEM body characters may be the middle of a long block.
+    /// Rule 3: a side made only of PEM body characters may be the middle of a long block;
+    /// so may one that begins with the end of a marker line that the side's edge cut
+    /// (`ATE KEY-----` and the body after it) or ends with the start of one.
     fn wants_wider(&self, side: &[u8]) -> bool {
-        self.pem && !side.is_empty() && side.iter().all(|&b| is_pem_body(b))
+        let marker =
+            |b: &u8| b.is_ascii_uppercase() || b.is_ascii_digit() || matches!(b, b' ' | b'-');
+        let start = side.iter().position(|b| !marker(b)).unwrap_or(side.len());
+        let end = side
+            .iter()
+            .rposition(|b| !marker(b))
+            .map_or(start, |i| i + 1);
+        self.pem && !side.is_empty() && side[start..end.max(start)].iter().all(|&b| is_pem_body(b))
     }
+
+    /// The live edge (module doc): from the leftmost position whose rest could grow into a
+    /// match. The live pattern matches the empty string at the end, so it always matches.
+    fn held_back(&self, tail: &[u8]) -> usize {
+        let tail = &tail[tail.len().saturating_sub(HOLD_BACK)..];
+        self.live.find(tail).map_or(0, |m| tail.len() - m.start())
+    }
+}
+
+/// `pattern` parsed as [`builder`] compiles it.
+fn parse(pattern: &str) -> Result<Hir, String> {
+    regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .multi_line(true)
+        .crlf(true)
+        .build()
+        .parse(pattern)
+        .map_err(|err| err.to_string())
+}
+
+/// Every prefix of every string `hir` matches, the empty one included, with its assertions
+/// dropped (which only adds strings): the pattern of what could still grow into a match. Its
+/// size is linear in `hir`'s times its nesting depth (each concatenated item appears once
+/// as itself and once as its own prefixes), never exponential.
+fn prefixes(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => Hir::empty(),
+        HirKind::Literal(lit) => lit.0.iter().rev().fold(Hir::empty(), |rest, &b| {
+            optional(Hir::concat(vec![Hir::literal([b]), rest]))
+        }),
+        HirKind::Class(class) => optional(Hir::class(class.clone())),
+        HirKind::Capture(capture) => prefixes(&capture.sub),
+        // `R{n,m}`: up to `m - 1` whole copies, then a prefix of one more.
+        HirKind::Repetition(rep) => match rep.max {
+            Some(0) => Hir::empty(),
+            max => Hir::concat(vec![
+                Hir::repetition(Repetition {
+                    min: 0,
+                    max: max.map(|m| m - 1),
+                    greedy: true,
+                    sub: Box::new(loosened(&rep.sub)),
+                }),
+                prefixes(&rep.sub),
+            ]),
+        },
+        // `A B C`: a prefix of A, or A then a prefix of `B C`.
+        HirKind::Concat(items) => {
+            let mut rest = items.iter().rev();
+            let Some(last) = rest.next() else {
+                return Hir::empty();
+            };
+            rest.fold(prefixes(last), |tail, item| {
+                Hir::alternation(vec![
+                    prefixes(item),
+                    Hir::concat(vec![loosened(item), tail]),
+                ])
+            })
+        }
+        HirKind::Alternation(alternatives) => {
+            Hir::alternation(alternatives.iter().map(prefixes).collect())
+        }
+    }
+}
+
+/// `hir` without its assertions and groups: what it matches, and more.
+fn loosened(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => Hir::empty(),
+        HirKind::Literal(_) | HirKind::Class(_) => hir.clone(),
+        HirKind::Capture(capture) => loosened(&capture.sub),
+        HirKind::Repetition(rep) => Hir::repetition(Repetition {
+            sub: Box::new(loosened(&rep.sub)),
+            ..rep.clone()
+        }),
+        HirKind::Concat(items) => Hir::concat(items.iter().map(loosened).collect()),
+        HirKind::Alternation(alternatives) => {
+            Hir::alternation(alternatives.iter().map(loosened).collect())
+        }
+    }
+}
+
+/// `hir` or nothing.
+fn optional(hir: Hir) -> Hir {
+    Hir::repetition(Repetition {
+        min: 0,
+        max: Some(1),
+        greedy: true,
+        sub: Box::new(hir),
+    })
 }
 
 /// The regex options every pattern is compiled with (module doc).
@@ -1311,6 +1449,207 @@ mod tests {
         }
     }
 
+    // --- the live edge ------------------------------------------------------------------
+
+    /// What a reader that follows a live stream sees: `chunks` pushed one by one, after each a
+    /// live read from where the last one stopped; then, once the stream has ended, the rest.
+    fn follow_live(chunks: &[&[u8]], redact: &dyn Redact) -> Vec<String> {
+        let mut w = Window::new(1 << 20);
+        let spec = |from| StreamSpec::From {
+            from,
+            length: None,
+            unaligned: false,
+        };
+        let (mut next, mut seen) = (0, Vec::new());
+        for chunk in chunks {
+            w.push(chunk);
+            let page = w.slice_live(&spec(next), Some(redact)).expect("a slice");
+            assert_eq!(page.offset, next, "pages are contiguous");
+            assert_eq!(
+                page.total_bytes,
+                w.total(),
+                "total_bytes counts held bytes too"
+            );
+            next = page.offset + page.bytes;
+            seen.push(page.data);
+        }
+        let last = w.slice_with(&spec(next), Some(redact)).expect("a slice");
+        assert_eq!(
+            last.offset + last.bytes,
+            w.total(),
+            "the end releases the rest"
+        );
+        seen.push(last.data);
+        seen
+    }
+
+    /// The builtin redactor without a live edge: what every read did before it.
+    struct NoHoldBack(Redactor);
+
+    impl Redact for NoHoldBack {
+        fn redact(&self, text: &[u8], data: Range<usize>) -> (String, u64) {
+            self.0.redact(text, data)
+        }
+
+        fn wants_wider(&self, side: &[u8]) -> bool {
+            self.0.wants_wider(side)
+        }
+    }
+
+    #[test]
+    fn a_url_password_is_not_shown_before_the_at_sign_that_completes_it() {
+        let chunks: [&[u8]; 2] = [b"db=postgres://admin:hunter2hunter2", b"@db/app\n"];
+        assert_eq!(
+            follow_live(&chunks, &builtin()),
+            ["db=postgres", "://admin:[REDACTED]@db/app\n", ""]
+        );
+        // Without the live edge the first read showed the whole password.
+        assert_eq!(
+            follow_live(&chunks, &NoHoldBack(builtin()))[0],
+            "db=postgres://admin:hunter2hunter2"
+        );
+    }
+
+    #[test]
+    fn a_github_token_written_in_two_parts_shows_no_character_of_itself() {
+        let mut rng = Rng(20);
+        let token = token(&mut rng, "ghp_", ALNUM, 36);
+        let (first, second) = token.split_at(22);
+        let chunks = [format!("token: {first}"), format!("{second}\nnext\n")];
+        let chunks: Vec<&[u8]> = chunks.iter().map(|c| c.as_bytes()).collect();
+        assert_eq!(
+            follow_live(&chunks, &builtin()),
+            ["token: ", "[REDACTED]\nnext\n", ""]
+        );
+        let before = follow_live(&chunks, &NoHoldBack(builtin()));
+        assert_eq!(before[0], format!("token: {first}"), "{before:?}");
+    }
+
+    #[test]
+    fn every_beginning_of_every_builtin_shape_is_held_back_whole() {
+        let mut rng = Rng(21);
+        let mut shapes = secrets(&mut rng);
+        shapes.extend([
+            "postgres://admin:hunter2hunter2@db".to_owned(),
+            format!("Authorization: Bearer {}", rng.pick(BASE64URL, 40)),
+            token(&mut rng, "AIza", ALNUM, 35),
+            token(&mut rng, "sk_live_", ALNUM, 24),
+            token(&mut rng, "npm_", ALNUM, 36),
+            token(&mut rng, "hf_", b"abcdefghijklmnopqrstuvwxyz", 34),
+            format!("hooks.slack.com/services/{}", rng.pick(ALNUM, 30)),
+            base64_of("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"),
+        ]);
+        let r = builtin();
+        for shape in &shapes {
+            let full = format!("noise, then {shape}");
+            assert_eq!(r.redact_text(full.as_bytes()).1, 1, "{shape} is a secret");
+            // From where the whole match begins (a label before a masked group included:
+            // `://admin:`, `Authorization: `), every byte written so far is held.
+            // Once the match is whole (`…@`), it is decided and masked, and may be shown.
+            let (at, end) = r
+                .regex
+                .find(full.as_bytes())
+                .map_or((0, 0), |m| (m.start(), m.end()));
+            for cut in at + 1..end.min(at + HOLD_BACK) {
+                let held = r.held_back(&full.as_bytes()[..cut]);
+                assert!(
+                    held >= cut - at,
+                    "{shape:?} cut at {}: held {held}",
+                    cut - at
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ordinary_output_is_held_back_nothing_at_its_line_ends() {
+        let mut rng = Rng(22);
+        let r = builtin();
+        let mut log = String::new();
+        for i in 0..2_000 {
+            log.push_str(&log_line(&mut rng, i));
+            assert_eq!(r.held_back(log.as_bytes()), 0, "{log:?}");
+        }
+        // Mid-line, only a tail that could still begin a shape is held.
+        assert_eq!(
+            r.held_back(b"see https://example.com"),
+            "://example.com".len()
+        );
+        assert_eq!(r.held_back(b"see https://example.com/path."), 0);
+        assert_eq!(r.held_back(b"key AKIAIOSF"), "AKIAIOSF".len());
+        assert_eq!(r.held_back(b"key AKIA."), 0);
+        // A lone `x` could begin `xoxb-`, a `-` the `-----BEGIN` of a key.
+        assert_eq!(r.held_back(b"max"), 1);
+        assert_eq!(r.held_back(b"a -"), 1);
+    }
+
+    #[test]
+    fn no_more_than_the_bound_is_held_back() {
+        let r = builtin();
+        // A URL user and password of `HOLD_BACK - 4` bytes: held whole.
+        let mut text = b"x://".to_vec();
+        text.extend(std::iter::repeat_n(b'b', HOLD_BACK - 4));
+        assert_eq!(r.held_back(&text), HOLD_BACK - 1);
+        let mut w = Window::new(1 << 20);
+        w.push(&text);
+        assert_eq!(w.live_end(&r), 1);
+        // Longer: its beginning is out of reach, as it is for a later read's context.
+        text.extend(std::iter::repeat_n(b'b', 2 * HOLD_BACK));
+        assert_eq!(r.held_back(&text), 0);
+        w.push(&[b'b'; 2 * HOLD_BACK]);
+        assert_eq!(w.live_end(&r), w.total());
+    }
+
+    #[test]
+    fn a_file_pattern_is_held_back_from_where_it_could_begin() {
+        let file = TempFile::new(
+            "live.txt",
+            "internal-[0-9]{6}\n(?i)secret=\\S+\n^tok[a-z]{3}$\n",
+        );
+        let r = from_file(None, &file).unwrap().unwrap();
+        assert_eq!(r.held_back(b"id internal-12"), "internal-12".len());
+        assert_eq!(r.held_back(b"id internal-12x"), 0);
+        assert_eq!(r.held_back(b"a SeCrEt=ab"), "SeCrEt=ab".len());
+        // Assertions are dropped: held even where `^` would not match (sound, wider).
+        assert_eq!(r.held_back(b"x tokab"), "tokab".len());
+        assert_eq!(r.held_back(b"x tokabcd"), 0);
+    }
+
+    #[test]
+    fn a_live_read_never_ends_inside_a_character() {
+        // A byte pattern that begins inside a character: the character is held whole.
+        let file = TempFile::new("byte.txt", "(?-u:\\x82)secret\n");
+        let r = from_file(None, &file).unwrap().unwrap();
+        let mut w = Window::new(64);
+        w.push("a\u{2082}".as_bytes()); // E2 82 82
+        assert_eq!(w.live_end(&r), 1);
+    }
+
+    #[test]
+    fn secrets_in_a_log_followed_live_in_odd_chunks_never_show_a_piece() {
+        let mut rng = Rng(23);
+        let planted = Planted::new(96 << 10, 13, &secrets(&mut rng));
+        let pieces = planted.pieces();
+        let mut sizes = Rng(24);
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        while at < planted.bytes.len() {
+            let size = 1 + (sizes.next() >> 20) as usize % 97;
+            let end = (at + size).min(planted.bytes.len());
+            chunks.push(&planted.bytes[at..end]);
+            at = end;
+        }
+        let r = builtin();
+        let seen = follow_live(&chunks, &r).concat();
+        assert_no_piece(&seen, &pieces, "followed live");
+        // The same chunks read without the live edge show pieces: the test can fail.
+        let before = follow_live(&chunks, &NoHoldBack(builtin())).concat();
+        assert!(
+            before.as_bytes().windows(8).any(|w| pieces.contains(w)),
+            "without the live edge a piece shows"
+        );
+    }
+
     // --- bulk output through the window -------------------------------------------------
 
     #[test]
@@ -1414,6 +1753,26 @@ mod tests {
     }
 
     #[test]
+    fn a_page_whose_context_begins_inside_the_begin_line_is_masked() {
+        let mut rng = Rng(8);
+        let block = pem(&mut rng, "", 3 * CONTEXT);
+        let stream = format!("start.\n{block}\nend.\n");
+        let w = window(stream.as_bytes(), &[1_000]);
+        let begin = stream.find("-----BEGIN").unwrap() as u64;
+        let r = builtin();
+        // 4 KiB before the page is the middle of the BEGIN line; the END is far ahead.
+        for into_line in [1, 11, 17, 26] {
+            let spec = StreamSpec::From {
+                from: begin + into_line + CONTEXT as u64,
+                length: Some(80),
+                unaligned: false,
+            };
+            let page = read(&w, &spec, Some(&r));
+            assert_eq!((page.data.as_str(), page.redacted), ("[REDACTED]", Some(1)));
+        }
+    }
+
+    #[test]
     fn a_window_whose_head_dropped_the_begin_line_still_masks_the_rest_of_the_key() {
         let mut rng = Rng(4);
         let block = pem(&mut rng, "EC ", 3 * CONTEXT);
@@ -1444,9 +1803,49 @@ mod tests {
         assert!(r.wants_wider(b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"));
         assert!(!r.wants_wider(b"2025-03-01T12:00:00Z INFO ok\n"));
         assert!(!r.wants_wider(b""));
+        // The side's edge cut the BEGIN (or END) line: the rest of it, then body.
+        assert!(r.wants_wider(b"ATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"));
+        assert!(r.wants_wider(b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END RSA PRI"));
+        assert!(!r.wants_wider(b"ATE KEY-----\nnot: a body\n"));
         let file = TempFile::new("no-pem.txt", "internal-[0-9]{6}\n");
         let only_file = from_file(None, &file).unwrap().unwrap();
         assert!(!only_file.wants_wider(b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"));
+    }
+
+    /// Not a pass/fail test: prints how long finding the live edge of a 4 KiB tail takes.
+    /// `cargo test --release --lib -- --ignored --nocapture finding_the_live_edge`
+    #[test]
+    #[ignore = "a measurement, not a check; run by hand with --release"]
+    fn finding_the_live_edge_is_timed() {
+        let started = std::time::Instant::now();
+        let r = builtin();
+        println!("building the builtin redactor: {:?}", started.elapsed());
+        let mut rng = Rng(9);
+        let log: String = (0..200).map(|i| log_line(&mut rng, i)).collect();
+        let tails: [(&str, Vec<u8>); 4] = [
+            ("a log", log.as_bytes()[log.len() - HOLD_BACK..].to_vec()),
+            (
+                "a URL user",
+                [b"x://".as_slice(), &[b'b'; HOLD_BACK - 4]].concat(),
+            ),
+            (
+                "a PEM body",
+                pem(&mut rng, "RSA ", 2 * HOLD_BACK).into_bytes()[..HOLD_BACK].to_vec(),
+            ),
+            ("eyJ runs", b"eyJ".repeat(HOLD_BACK / 3)),
+        ];
+        for (name, tail) in tails {
+            let runs = 200;
+            let started = std::time::Instant::now();
+            let mut held = 0;
+            for _ in 0..runs {
+                held = std::hint::black_box(r.held_back(&tail));
+            }
+            println!(
+                "4 KiB tail, {name}: {:?} (holds {held})",
+                started.elapsed() / runs
+            );
+        }
     }
 
     /// Not a pass/fail test: prints how long redacting a full 1 MiB window takes.

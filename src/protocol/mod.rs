@@ -8,7 +8,10 @@
 //!
 //! - [`result`]: the `tools/call` result shape ([`result::CallResult`]).
 //! - [`version`]: revision negotiation, and every choice that depends on
-//!   the negotiated revision, in one place.
+//!   the revision a request is served in, in one place.
+//! - [`era`]: how one request's revision is decided (per-request `_meta`
+//!   or its session's `initialize`), what its client declared, and what a
+//!   2026-07-28 result carries (`resultType`).
 //!
 //! Incoming messages:
 //! - request: `{"jsonrpc":"2.0","id":<string|integer>,"method":<string>,"params"?:<any>}`
@@ -24,6 +27,7 @@
 //! Request ids are strings or integers and are distinct by type: `"1"` and
 //! `1` are different requests (and cancelling one never touches the other).
 
+pub mod era;
 pub mod line;
 pub mod result;
 pub mod version;
@@ -171,6 +175,8 @@ impl Incoming {
 struct ErrorObject<'a> {
     code: ErrorCode,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a Value>,
 }
 
 #[derive(Serialize)]
@@ -245,7 +251,30 @@ pub fn error_line(id: Option<&RequestId>, code: ErrorCode, message: &str) -> Str
         jsonrpc: "2.0",
         id: id.map_or(Value::Null, RequestId::to_value),
         result: None,
-        error: Some(ErrorObject { code, message }),
+        error: Some(ErrorObject {
+            code,
+            message,
+            data: None,
+        }),
+    })
+}
+
+/// An error response line with `data` (`-32022`'s `{supported, requested}`).
+pub fn error_line_with_data(
+    id: Option<&RequestId>,
+    code: ErrorCode,
+    message: &str,
+    data: &Value,
+) -> String {
+    to_line(&ResponseOut::<()> {
+        jsonrpc: "2.0",
+        id: id.map_or(Value::Null, RequestId::to_value),
+        result: None,
+        error: Some(ErrorObject {
+            code,
+            message,
+            data: Some(data),
+        }),
     })
 }
 

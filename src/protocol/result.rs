@@ -17,6 +17,10 @@
 //! Failure (a tool error, SPEC §4.9):
 //! `{"content":[{"type":"text","text":<message>}],"isError":true}`.
 //!
+//! In 2026-07-28 both are followed by `"resultType":"complete"` and
+//! `"_meta":{"io.modelcontextprotocol/serverInfo":…}` (see
+//! [`super::era::Stamped`]).
+//!
 //! The payload is any `Serialize` value, kept typed until it is written: the
 //! text block is produced by streaming the payload's JSON through the string
 //! escaper (`collect_str`), so a result carrying a megabyte of output is
@@ -26,6 +30,8 @@ use std::fmt;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
+
+use super::era::{ResultType, Stamped, StampedFields};
 
 /// A tool's successful output, typed, serialised on write.
 pub struct Payload {
@@ -133,6 +139,11 @@ pub enum CallResult {
     },
     /// The tool failed with this message (`isError:true`).
     Error(String),
+    /// A result that is not a tool's, written as is with its modern
+    /// `resultType`: a task-augmented call's `CreateTaskResult`, or the
+    /// 2026 Tasks extension's task handle (`"task"`) (SPEC §19). An object
+    /// without `resultType` or `_meta.serverInfo` of its own.
+    Raw(serde_json::Value, ResultType),
 }
 
 impl CallResult {
@@ -157,6 +168,7 @@ impl CallResult {
                 .size_hint
                 .saturating_mul(if *structured { 2 } else { 1 }),
             CallResult::Error(message) => message.len() + 64,
+            CallResult::Raw(..) => 512,
         }
     }
 }
@@ -237,9 +249,24 @@ struct TextBlock<'a> {
     text: &'a str,
 }
 
-impl Serialize for CallResult {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
+impl CallResult {
+    /// Its `resultType` in a modern revision.
+    pub fn result_type(&self) -> ResultType {
+        match self {
+            CallResult::Raw(_, t) => *t,
+            _ => ResultType::Complete,
+        }
+    }
+}
+
+impl StampedFields for CallResult {
+    fn write_fields<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        if let CallResult::Raw(serde_json::Value::Object(fields), _) = self {
+            for (k, v) in fields {
+                m.serialize_entry(k, v)?;
+            }
+            return Ok(());
+        }
         match self {
             CallResult::Success {
                 payload,
@@ -265,8 +292,20 @@ impl Serialize for CallResult {
                 m.serialize_entry("content", &[block])?;
                 m.serialize_entry("isError", &true)?;
             }
+            // Written above (a raw result is an object).
+            CallResult::Raw(..) => {}
         }
-        m.end()
+        Ok(())
+    }
+}
+
+impl Serialize for CallResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Stamped {
+            result: self,
+            result_type: None,
+        }
+        .serialize(s)
     }
 }
 

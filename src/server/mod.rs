@@ -2,6 +2,8 @@
 //!
 //! - [`session`]: one MCP session's protocol state and dispatch, for any
 //!   transport.
+//! - [`discover`]: `server/discover` (2026-07-28): versions, capabilities,
+//!   identity, instructions.
 //! - [`outbox`]: a transport's outgoing queue, bounded in bytes.
 //! - [`transport`]: the framing and I/O of each transport (stdio now).
 //! - [`progress`]: progress notifications of long calls.
@@ -30,9 +32,11 @@
 //! long as the client needs to read (it ends at once if the client closes
 //! stdout); a signal bounds that wait.
 
+pub mod discover;
 pub mod outbox;
 pub mod progress;
 pub mod session;
+pub mod tasks;
 pub mod transport;
 
 use std::sync::Arc;

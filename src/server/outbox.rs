@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::protocol::era::{ResultType, Stamped};
 use crate::protocol::result::CallResult;
 use crate::protocol::{self, RequestId};
 
@@ -38,6 +39,10 @@ pub enum Message {
         id: RequestId,
         /// Its result.
         result: CallResult,
+        /// Its `resultType` when it answers a modern (2026-07-28) request,
+        /// which adds `resultType` and the server's `_meta`; `None` for a
+        /// legacy one.
+        result_type: Option<ResultType>,
     },
 }
 
@@ -54,7 +59,18 @@ impl Message {
     pub fn write_to<W: std::io::Write>(&self, mut w: W) -> std::io::Result<()> {
         match self {
             Message::Line(line) | Message::Notification(line) => w.write_all(line.as_bytes()),
-            Message::Response { id, result } => protocol::write_success(w, id, result),
+            Message::Response {
+                id,
+                result,
+                result_type,
+            } => protocol::write_success(
+                w,
+                id,
+                &Stamped {
+                    result,
+                    result_type: *result_type,
+                },
+            ),
         }
     }
 
@@ -67,14 +83,50 @@ impl Message {
         }
     }
 
+    /// It as one line if `fits` its length (a batch's budget): then the line
+    /// is what is sent from now on and the result counts as sent. Otherwise
+    /// the line is dropped and so is the message, unsent (what its result
+    /// claimed is put back), and the answer is the line's length.
+    pub fn into_line_within(self, fits: impl FnOnce(usize) -> bool) -> Result<String, usize> {
+        let line = match &self {
+            Message::Line(line) | Message::Notification(line) => line.clone(),
+            Message::Response {
+                id,
+                result,
+                result_type,
+            } => protocol::success_line(
+                id,
+                &Stamped {
+                    result,
+                    result_type: *result_type,
+                },
+            ),
+        };
+        if !fits(line.len()) {
+            return Err(line.len());
+        }
+        self.sent();
+        Ok(line)
+    }
+
     /// It as one line (a batch joins several into one array). The line is
     /// what is sent from now on, so the result counts as sent.
     pub fn into_line(self) -> String {
         match self {
             Message::Line(line) | Message::Notification(line) => line,
-            Message::Response { id, result } => {
+            Message::Response {
+                id,
+                result,
+                result_type,
+            } => {
                 result.sent();
-                protocol::success_line(&id, &result)
+                protocol::success_line(
+                    &id,
+                    &Stamped {
+                        result: &result,
+                        result_type,
+                    },
+                )
             }
         }
     }
@@ -212,6 +264,7 @@ mod tests {
                 payload,
                 structured: false,
             },
+            result_type: None,
         }
     }
 

@@ -20,7 +20,13 @@
 //!   awaits it (the call's task, or a batch's collector) sends it — one
 //!   response value per request.
 //! - A batch (2025-03-26 sessions only) is answered with one array of its
-//!   responses in request order, once every member is answered.
+//!   responses in request order, once every member is answered. One batch
+//!   cannot make the server build an unbounded answer: it has at most
+//!   [`BATCH_MEMBERS`] members (more: one `-32600` error, nothing run), and
+//!   its answers together at most [`BATCH_BUDGET`] bytes; past that, each
+//!   further member is answered with a `-32600` error saying so (a member
+//!   not yet run is not run; a call that ran has its answer dropped, and
+//!   what it claimed put back). Stdio and HTTP share this path.
 //!
 //! # Ending
 //! When the server's shutdown token is cancelled, every call still in
@@ -42,8 +48,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::discover;
 use super::outbox::{self, Message, Outbox};
 use super::progress;
+use crate::protocol::era::{self, Client, Era};
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
 use crate::protocol::{self, ErrorCode, Incoming, RequestId};
@@ -58,6 +66,8 @@ const ANSWER_BACKSTOP: Duration = Duration::from_millis(500);
 pub struct McpSession {
     app: Arc<App>,
     revision: OnceLock<Revision>,
+    /// What the first `initialize` declared (legacy requests' [`Client`]).
+    client: OnceLock<Arc<Client>>,
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// Cancelled when the session ends explicitly; a child of the server's
     /// shutdown token.
@@ -101,6 +111,64 @@ pub const ANSWER_BUDGET: usize = outbox::BUDGET;
 /// What a job-starting call is assumed to hold until its answer is made
 /// (about 41 KiB: 200 calls in flight at once before any answer).
 pub const ANSWER_FLOOR: usize = ANSWER_BUDGET / 200;
+
+/// The most members one JSON-RPC batch may have: past it the batch is
+/// refused whole, unrun, with one error (with [`BATCH_BUDGET`], this bounds
+/// the answer's error entries too).
+pub const BATCH_MEMBERS: usize = 1000;
+
+/// Bytes of answers one batch's array may hold: the outbox's budget, which a
+/// single message may take whole.
+pub const BATCH_BUDGET: usize = outbox::BUDGET;
+
+/// What is left of one batch's [`BATCH_BUDGET`], shared by its members.
+struct BatchBudget {
+    left: std::sync::atomic::AtomicUsize,
+    /// A member's answer did not fit: the members after it are not run.
+    exceeded: std::sync::atomic::AtomicBool,
+}
+
+impl BatchBudget {
+    fn new() -> BatchBudget {
+        BatchBudget {
+            left: std::sync::atomic::AtomicUsize::new(BATCH_BUDGET),
+            exceeded: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Takes `bytes` if they are left; otherwise marks the budget exceeded.
+    fn take(&self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let taken = self
+            .left
+            .fetch_update(Relaxed, Relaxed, |left| left.checked_sub(bytes))
+            .is_ok();
+        if !taken {
+            self.exceeded.store(true, Relaxed);
+        }
+        taken
+    }
+
+    fn exceeded(&self) -> bool {
+        self.exceeded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The answer of a member that was not run.
+    fn not_run(id: Option<&RequestId>) -> String {
+        let why = format!(
+            "invalid request: this batch's answers reached the {BATCH_BUDGET} bytes one batch answer may hold, so this request was not run; send it again on its own or in a smaller batch"
+        );
+        protocol::error_line(id, ErrorCode::INVALID_REQUEST, &why)
+    }
+
+    /// The answer of a member whose answer of `bytes` did not fit.
+    fn dropped(id: Option<&RequestId>, bytes: usize) -> String {
+        let why = format!(
+            "invalid request: the answer to this request ({bytes} bytes) does not fit in what is left of the {BATCH_BUDGET} bytes one batch answer may hold, so it was dropped; send it again on its own (a result that a `wait` or `kill` had claimed is put back for the next one)"
+        );
+        protocol::error_line(id, ErrorCode::INVALID_REQUEST, &why)
+    }
+}
 
 /// A job-starting call's work, its first step taken while it holds its
 /// session's turn to start. A tool starts its job in its first step (the
@@ -149,6 +217,36 @@ enum Parsed {
     Json(Value),
 }
 
+/// A single message's parts, as a transport may need to see them before
+/// the session handles it (HTTP: to check its routing headers).
+#[derive(Clone, Copy, Debug)]
+pub struct Single<'a> {
+    /// Its `id` (absent in a notification).
+    pub id: Option<&'a Value>,
+    /// Its `method`, if a string.
+    pub method: Option<&'a str>,
+    /// Its `params` (`null` when absent).
+    pub params: &'a Value,
+}
+
+/// Whether a modern (2026-07-28) request may name `method`: the methods
+/// [`McpSession`] answers in that revision. Anything else is `-32601`, which
+/// the HTTP binding answers `404`.
+pub fn modern_method(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "tools/call"
+            // The Tasks extension (SEP-2663); `tasks/result` and
+            // `tasks/list` do not exist in this era.
+            | "tasks/get"
+            | "tasks/update"
+            | "tasks/cancel"
+            | "subscriptions/listen"
+    )
+}
+
 impl Inbound {
     /// Parses one framed line.
     pub fn parse(line: Line) -> Inbound {
@@ -174,6 +272,25 @@ impl Inbound {
             Parsed::Json(Value::Object(m)) if m.contains_key("id") => Some(m),
             _ => None,
         }
+    }
+
+    /// The message as a single object: `None` for a batch or what did not
+    /// parse.
+    pub fn single(&self) -> Option<Single<'_>> {
+        let Parsed::Json(Value::Object(m)) = &self.0 else {
+            return None;
+        };
+        Some(Single {
+            id: m.get("id"),
+            method: m.get("method").and_then(Value::as_str),
+            params: m.get("params").unwrap_or(&Value::Null),
+        })
+    }
+
+    /// Whether it asks to be served statelessly (a per-request
+    /// `_meta["io.modelcontextprotocol/protocolVersion"]`, 2026-07-28).
+    pub fn is_per_request(&self) -> bool {
+        self.single().is_some_and(|m| era::is_per_request(m.params))
     }
 
     /// Whether it is an `initialize` request: one that opens a session.
@@ -206,6 +323,7 @@ impl McpSession {
         Arc::new(McpSession {
             app,
             revision: OnceLock::new(),
+            client: OnceLock::new(),
             in_flight: Mutex::default(),
             calls: shutdown.child_token(),
             shutdown: shutdown.clone(),
@@ -222,6 +340,21 @@ impl McpSession {
             .get()
             .copied()
             .unwrap_or(Revision::V2024_11_05)
+    }
+
+    /// Who this session's requests are, for the tasks they create (SPEC
+    /// §19): the stdio process; over HTTP the listener's token, if it has
+    /// one.
+    pub fn requestor(&self) -> crate::tasks::Requestor {
+        use crate::tasks::Requestor;
+        let config = &self.app.config;
+        if self.transport == "stdio" {
+            Requestor::Stdio
+        } else if config.http_token.is_some() || config.http_token_file.is_some() {
+            Requestor::HttpToken
+        } else {
+            Requestor::HttpOpen
+        }
     }
 
     /// Whether `initialize` was answered.
@@ -298,20 +431,34 @@ impl McpSession {
                 .await;
             return;
         }
+        if items.len() > BATCH_MEMBERS {
+            let msg = format!(
+                "invalid request: a batch of {} members is more than the {BATCH_MEMBERS} one batch may have; nothing in it was run",
+                items.len()
+            );
+            out.send(protocol::error_line(None, ErrorCode::INVALID_REQUEST, &msg))
+                .await;
+            return;
+        }
+        let budget = Arc::new(BatchBudget::new());
         let replies: Vec<Reply> = items
             .into_iter()
-            .filter_map(|item| self.on_batch_member(Incoming::classify(item), out))
+            .filter_map(|item| self.on_batch_member(Incoming::classify(item), out, &budget))
             .collect();
         if replies.is_empty() {
             return;
         }
         let out = out.clone();
         self.tasks.spawn(async move {
-            let mut lines = Vec::with_capacity(replies.len());
+            let mut array = String::from("[");
             let mut tickets = Vec::new();
-            for reply in replies {
-                lines.push(match reply {
+            for (i, reply) in replies.into_iter().enumerate() {
+                if i > 0 {
+                    array.push(',');
+                }
+                array.push_str(&match reply {
                     Reply::Now(line) => line,
+                    // Its task already fitted its answer into the budget.
                     Reply::Later(task) => match task.await {
                         Ok((message, ticket)) => {
                             tickets.push(ticket);
@@ -324,20 +471,53 @@ impl McpSession {
                     },
                 });
             }
-            out.send(format!("[{}]", lines.join(","))).await;
+            array.push(']');
+            out.send(array).await;
             drop(tickets);
         });
     }
 
     /// A batch member: like [`McpSession::on_message`], but a call's response
-    /// is collected instead of sent.
-    fn on_batch_member(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
+    /// is collected instead of sent, and every answer must fit in what is
+    /// left of the batch's `budget`. A call's task fits its own answer as
+    /// soon as it is made, so an answer that does not fit is dropped there
+    /// and never waits for the array.
+    fn on_batch_member(
+        self: &Arc<Self>,
+        msg: Incoming,
+        out: &Outbox,
+        budget: &Arc<BatchBudget>,
+    ) -> Option<Reply> {
+        let id = match &msg {
+            Incoming::Request { id, .. } => Some(id.clone()),
+            Incoming::Invalid { id, .. } => id.clone(),
+            Incoming::Notification { .. } | Incoming::Response => None,
+        };
+        if budget.exceeded() {
+            return id.map(|id| Reply::Now(BatchBudget::not_run(Some(&id))));
+        }
         match msg {
             Incoming::Request { id, method, params } if method == "tools/call" => {
-                let call = self.start_call(id, &params, out);
-                Some(Reply::Later(self.tasks.spawn(call)))
+                let era = match self.era_of(&id, &params) {
+                    Ok(era) => era,
+                    Err(line) => return Some(Reply::Now(line)),
+                };
+                let call = self.start_call(id.clone(), &params, era, out);
+                let budget = Arc::clone(budget);
+                Some(Reply::Later(self.tasks.spawn(async move {
+                    let (message, ticket) = call.await;
+                    let line = message
+                        .into_line_within(|bytes| budget.take(bytes))
+                        .unwrap_or_else(|bytes| BatchBudget::dropped(Some(&id), bytes));
+                    (Message::Line(line), ticket)
+                })))
             }
-            other => self.on_message(other, out),
+            other => match self.on_message(other, out)? {
+                Reply::Now(line) if !budget.take(line.len()) => {
+                    Some(Reply::Now(BatchBudget::dropped(id.as_ref(), line.len())))
+                }
+                reply => Some(reply),
+            },
         }
     }
 
@@ -380,6 +560,18 @@ impl McpSession {
         }
     }
 
+    /// How a request with `params` is served (see [`Era::of`]); `Err` is
+    /// its error line (`-32022`, `-32602`).
+    fn era_of(&self, id: &RequestId, params: &Value) -> Result<Era, String> {
+        Era::of(params, self.revision.get().copied(), || {
+            self.client.get().cloned().unwrap_or_default()
+        })
+        .map_err(|e| match e.data() {
+            Some(data) => protocol::error_line_with_data(Some(id), e.code(), &e.message(), &data),
+            None => protocol::error_line(Some(id), e.code(), &e.message()),
+        })
+    }
+
     fn on_request(
         self: &Arc<Self>,
         id: RequestId,
@@ -390,29 +582,105 @@ impl McpSession {
         let label = match method.as_str() {
             "initialize" => "initialize",
             "ping" => "ping",
+            "server/discover" => "server/discover",
             "tools/list" => "tools/list",
             "tools/call" => "tools/call",
+            "tasks/get" => "tasks/get",
+            "tasks/result" => "tasks/result",
+            "tasks/list" => "tasks/list",
+            "tasks/cancel" => "tasks/cancel",
+            "tasks/update" => "tasks/update",
+            "subscriptions/listen" => "subscriptions/listen",
             _ => "other",
         };
+        let era = match self.era_of(&id, &params) {
+            Ok(era) => era,
+            Err(line) => {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(line);
+            }
+        };
+        let revision = era.revision;
+        let known = !revision.is_modern() || modern_method(&method);
         let line = match method.as_str() {
-            "initialize" => {
+            _ if !known => {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::METHOD_NOT_FOUND,
+                    &format!("method not found: {method}"),
+                ));
+            }
+            // 2026-07-28 has no handshake: `initialize` is a legacy method.
+            "initialize" if !era.per_request => {
                 let requested = params.get("protocolVersion").and_then(Value::as_str);
                 let negotiated = Revision::negotiate(requested);
                 // The first initialize fixes the session's revision.
                 let revision = *self.revision.get_or_init(|| negotiated);
+                self.client
+                    .get_or_init(|| Arc::new(Client::from_initialize(&params)));
+                let mut capabilities = json!({"tools": {}});
+                if revision.has_task_augmentation() {
+                    capabilities["tasks"] = super::tasks::capability(self.requestor());
+                }
                 protocol::success_line(
                     &id,
                     &json!({
                         "protocolVersion": revision.as_str(),
-                        "capabilities": {"tools": {}},
+                        "capabilities": capabilities,
                         "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
                     }),
                 )
             }
-            "ping" => protocol::success_line(&id, &json!({})),
-            "tools/list" => protocol::success_line_raw(&id, tools::list_json(self.revision())),
+            "tasks/get" | "tasks/list" | "tasks/cancel" | "tasks/result"
+                if revision.has_task_augmentation()
+                    && (method != "tasks/list" || self.requestor().identified()) =>
+            {
+                let requestor = self.requestor();
+                let app = &self.app;
+                match method.as_str() {
+                    "tasks/get" => super::tasks::get(app, requestor, &id, &params),
+                    "tasks/list" => super::tasks::list(app, requestor, &id, &params),
+                    "tasks/cancel" => super::tasks::cancel(app, requestor, &id, &params),
+                    _ => return self.task_result(id, params, None, out),
+                }
+            }
+            // The extension's methods need the extension, declared on the
+            // request itself (SEP-2663: -32021 otherwise).
+            "tasks/get" | "tasks/update" | "tasks/cancel"
+                if revision.is_modern() && !era.client.has_extension(super::tasks::EXTENSION) =>
+            {
+                crate::metrics::request(self.transport, label, "error");
+                return Reply::Now(protocol::error_line_with_data(
+                    Some(&id),
+                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    &format!(
+                        "{method} needs the client capability extensions[\"{}\"] on the request",
+                        super::tasks::EXTENSION
+                    ),
+                    &json!({"requiredCapabilities": {"extensions": {super::tasks::EXTENSION: {}}}}),
+                ));
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" if revision.is_modern() => {
+                super::tasks::modern(&self.app, revision, self.requestor(), &method, &id, &params)
+            }
+            // Only a listen for task notifications (the Tasks extension): the
+            // server has no other notifications to subscribe to, and any
+            // other listen stays unknown, as before.
+            "subscriptions/listen"
+                if revision.is_modern()
+                    && era.client.has_extension(super::tasks::EXTENSION)
+                    && params["notifications"].get("taskIds").is_some() =>
+            {
+                return self.task_result(id, params, Some(revision), out);
+            }
+            "ping" if revision.has_ping() => protocol::success_line(&id, &json!({})),
+            "server/discover" if revision.has_discover() => {
+                protocol::success_line_raw(&id, discover::result_json(revision))
+            }
+            "tools/list" => protocol::success_line_raw(&id, tools::list_json(revision)),
             "tools/call" => {
-                let call = self.start_call(id, &params, out);
+                let call = self.start_call(id, &params, era, out);
                 let out = out.clone();
                 return Reply::Later(self.tasks.spawn(async move {
                     let (message, ticket) = call.await;
@@ -432,6 +700,62 @@ impl McpSession {
         };
         crate::metrics::request(self.transport, label, "ok");
         Reply::Now(line)
+    }
+
+    /// `tasks/result` (2025-11-25), which blocks until its task is
+    /// terminal, or with `listen` (the request's modern revision)
+    /// `subscriptions/listen`, which streams `notifications/tasks`: in a
+    /// task of its own, cancellable like a call.
+    fn task_result(
+        self: &Arc<Self>,
+        id: RequestId,
+        params: Value,
+        listen: Option<Revision>,
+        out: &Outbox,
+    ) -> Reply {
+        let cancel = self.calls.child_token();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        let session = Arc::clone(self);
+        let out = out.clone();
+        Reply::Later(self.tasks.spawn(async move {
+            let requestor = session.requestor();
+            let app = &session.app;
+            let answer = async {
+                match listen {
+                    Some(rev) => {
+                        super::tasks::listen(app, rev, requestor, &id, &params, &out).await
+                    }
+                    None => super::tasks::result(app, requestor, &id, &params).await,
+                }
+            };
+            let line = tokio::select! {
+                line = answer => Some(line),
+                () = cancel.cancelled() => Some(protocol::error_line(
+                    Some(&id),
+                    ErrorCode::REQUEST_CANCELLED,
+                    "request cancelled",
+                )),
+                () = out.closed() => None,
+            };
+            session
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            let label = if listen.is_some() {
+                "subscriptions/listen"
+            } else {
+                "tasks/result"
+            };
+            crate::metrics::request(session.transport, label, "ok");
+            if let Some(line) = line {
+                out.send(line).await;
+            }
+            (Message::Line(String::new()), None)
+        }))
     }
 
     /// Resizes a job-starting call's ticket to its answer's `cost`: gives
@@ -457,6 +781,7 @@ impl McpSession {
         self: &Arc<Self>,
         id: RequestId,
         params: &Value,
+        era: Era,
         out: &Outbox,
     ) -> impl Future<Output = Answer> + Send + 'static {
         let cancel = self.calls.child_token();
@@ -472,14 +797,21 @@ impl McpSession {
             .filter(|t| !t.is_null())
             .cloned();
         let params = params.clone();
+        let requestor = self.requestor();
+        let reach = super::tasks::Reach {
+            out: out.clone(),
+            token: token.clone(),
+        };
         async move {
             let call = Call {
                 app: Arc::clone(&session.app),
                 cancel: cancel.clone(),
                 shutdown: session.shutdown.clone(),
                 progress: ProgressText::default(),
-                revision: session.revision(),
+                revision: era.revision,
+                client: era.client,
             };
+            let result_type = era.revision.is_modern();
             // A call starts its work only while its outbox has room, and a
             // call that may start a job only while the session's answers
             // leave room for one more (ANSWER_BUDGET): so the jobs and
@@ -507,7 +839,7 @@ impl McpSession {
                     () = call.cancel.cancelled() => return Err(CallError::Cancelled),
                 };
                 let work = FirstStep {
-                    call: Box::pin(tools::dispatch(&call, &params)),
+                    call: Box::pin(super::tasks::dispatch(&call, &params, requestor, reach)),
                     turn,
                 };
                 match token {
@@ -519,19 +851,42 @@ impl McpSession {
                 }
             };
             let ended = session.calls.clone();
-            let outcome = tokio::select! {
-                biased;
-                // Backstop: a call that does not reach a blocking point soon
-                // after its session ended is answered anyway. (A call
-                // cancelled on its own, e.g. an `execute` tearing its job
-                // down, answers when it is done.)
-                () = async { ended.cancelled().await; tokio::time::sleep(ANSWER_BACKSTOP).await } => Some(Err(CallError::Cancelled)),
-                // Nobody can read the answer any more (an HTTP client went
-                // away): the call is detached, not cancelled (SPEC §10). It
-                // is dropped where it waits; tools claim a job's result only
-                // after their wait, so its job and result stay in the table.
-                () = out.closed() => None,
-                r = run => Some(r),
+            // Backstop: a call that does not reach a blocking point soon
+            // after its session ended is answered anyway. (A call cancelled
+            // on its own, e.g. an `execute` tearing its job down, answers
+            // when it is done.)
+            let backstop = || async {
+                ended.cancelled().await;
+                tokio::time::sleep(ANSWER_BACKSTOP).await;
+            };
+            // A block: the call's future (which borrows `ticket`) ends with it.
+            let outcome = {
+                let mut run = std::pin::pin!(run);
+                let mut outcome = tokio::select! {
+                    biased;
+                    () = backstop() => Some(Err(CallError::Cancelled)),
+                    // Nobody can read the answer any more (an HTTP client went
+                    // away): up to 2025-11-25 the call is detached, not
+                    // cancelled (SPEC §10). It is dropped where it waits; tools
+                    // claim a job's result only after their wait, so its job
+                    // and result stay in the table.
+                    () = out.closed() => None,
+                    r = &mut run => Some(r),
+                };
+                // In 2026-07-28 the closed stream IS the cancellation (SPEC
+                // §19): the call is cancelled as by `notifications/cancelled`
+                // and runs to its end (a blocking `execute` tears its job down).
+                if outcome.is_none() && call.revision.closed_stream_cancels() {
+                    tracing::debug!(request = %id, "response stream closed: request cancelled");
+                    call.cancel.cancel();
+                    tokio::select! {
+                        biased;
+                        () = backstop() => {}
+                        _ = &mut run => {}
+                    }
+                    outcome = Some(Err(CallError::Cancelled));
+                }
+                outcome
             };
             session
                 .in_flight
@@ -546,7 +901,11 @@ impl McpSession {
             };
             crate::metrics::request(session.transport, "tools/call", outcome_label);
             let message = match outcome {
-                Some(Ok(result)) => Message::Response { id, result },
+                Some(Ok(result)) => Message::Response {
+                    result_type: result_type.then(|| result.result_type()),
+                    id,
+                    result,
+                },
                 None => {
                     tracing::debug!(request = %id, "call detached: its client is gone");
                     Message::Line(protocol::error_line(

@@ -1,6 +1,6 @@
 //! What a tool call can reach: the shared server state ([`App`]) and the
-//! call's own context ([`Call`]): its cancellation, its progress text and
-//! the session's revision. Nothing here names a session or a transport.
+//! call's own context ([`Call`]): its cancellation, its progress text, the
+//! revision it is served in and what its client declared. Nothing here names a session or a transport.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,7 @@ use crate::jobs::result::{Fields, View};
 use crate::policy::cwd::CwdPolicy;
 use crate::policy::identity::JobPolicy;
 use crate::policy::redact::Redactor;
+use crate::protocol::era::Client;
 use crate::protocol::version::Revision;
 
 /// The state every session shares: the job service, the policies and the
@@ -20,6 +21,8 @@ use crate::protocol::version::Revision;
 pub struct App {
     /// The job service (process-wide table, spawning, signalling).
     pub jobs: Jobs,
+    /// The MCP Tasks (SPEC §19): records beside the jobs they own.
+    pub tasks: crate::tasks::Tasks,
     /// Where jobs may start (SPEC §12.5).
     pub cwd: CwdPolicy,
     /// Secret redaction of returned output, when on (SPEC §12.6).
@@ -42,8 +45,14 @@ pub struct Call {
     pub shutdown: CancellationToken,
     /// The text progress notifications report while the call blocks.
     pub progress: ProgressText,
-    /// The session's negotiated revision (what the result may carry).
+    /// The revision the request is served in (what the result may carry):
+    /// its own per-request one, or its session's (see
+    /// [`Era`](crate::protocol::era::Era)).
     pub revision: Revision,
+    /// What the request's client declared (per request in 2026-07-28, its
+    /// session's `initialize` before).
+    #[allow(dead_code, reason = "for the Tasks extension (issue 25 item 3)")]
+    pub client: Arc<Client>,
 }
 
 impl App {

@@ -66,6 +66,11 @@ pub enum ToolError {
     /// `wait` on a job whose result a `POST /exec` stream delivers.
     #[error("job \"{0}\" is owned by an /exec stream")]
     OwnedByStream(JobId),
+    /// `wait` on a job an MCP Task owns (SPEC §19).
+    #[error(
+        "job \"{0}\" is owned by task {1}: the task delivers its result (status, output and kill work)"
+    )]
+    OwnedByTask(JobId, crate::jobs::TaskTag),
     /// Writing to a job's stdin failed (`writing stdin: broken pipe`).
     #[error("writing stdin: {0}")]
     StdinWrite(String),

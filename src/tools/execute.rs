@@ -373,41 +373,9 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     } = parse(a, &call.app.config, &call.app.job_policy, call.revision)?;
     let jobs = &call.app.jobs;
     let rev = call.revision;
-    let launched = match jobs.launch(launch) {
-        Ok(launched) => launched,
-        // The breaker's refusal is the job's start error (SPEC §12.7).
-        Err(LaunchError::BreakerOpen { ended, .. }) => return Ok(rendered(call, &ended)),
-        Err(e) => return Err(launch_error(e).into()),
-    };
-    let id = match launched {
-        Launched::Ended(job) => return Ok(rendered(call, &job)),
-        Launched::Queued { id } => id,
-        Launched::Started {
-            id,
-            stdin,
-            close_stdin,
-        } => {
-            if stdin.is_some() || close_stdin {
-                let data = stdin.unwrap_or_default();
-                let written = jobs.write_stdin(id, &data, close_stdin);
-                match cancellable(&call.cancel, written).await {
-                    Err(cancelled) => return Err(abandon(call, id, cancelled).await),
-                    Ok(Err(StdinError::Write { error, .. })) => {
-                        let fields = call.fields();
-                        let status = jobs.status(id, fields).unwrap_or_else(|| {
-                            Status::new(id, &JobPhase::Running, None, None, fields)
-                        });
-                        return Ok(Payload::object(StdinFailed {
-                            status,
-                            stdin_error: super::input::write_error(&error).to_string(),
-                        }));
-                    }
-                    // A job that already ended or closed its stdin needs none.
-                    Ok(_) => {}
-                }
-            }
-            id
-        }
+    let id = match begin(call, launch).await? {
+        Begun::Running(id) => id,
+        Begun::Answered(payload) | Begun::StdinFailed(_, payload) => return Ok(payload),
     };
     if nowait {
         return running(call, id, None);
@@ -434,6 +402,81 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
         },
         Ok(Err(_)) => Err(ToolError::DeliveredElsewhere(id).into()),
     }
+}
+
+/// Where an `execute` job stands once it is launched and its stdin written.
+pub(crate) enum Begun {
+    /// It runs or waits in the queue.
+    Running(JobId),
+    /// The call's answer is ready: the job never entered the table (a start
+    /// failure, the breaker's refusal).
+    Answered(Payload),
+    /// Writing its stdin failed: the job runs on with its stdin closed, and
+    /// this is `execute`'s answer.
+    StdinFailed(JobId, Payload),
+}
+
+/// Launches `launch` and writes its stdin (cancellable: a cancel tears the
+/// job down). The first half of `execute`, shared with a task-augmented
+/// call (SPEC §19), which launches the job owned by its task.
+pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
+    let jobs = &call.app.jobs;
+    let launched = match jobs.launch(launch) {
+        Ok(launched) => launched,
+        // The breaker's refusal is the job's start error (SPEC §12.7).
+        Err(LaunchError::BreakerOpen { ended, .. }) => {
+            return Ok(Begun::Answered(rendered(call, &ended)));
+        }
+        Err(e) => return Err(launch_error(e).into()),
+    };
+    match launched {
+        Launched::Ended(job) => Ok(Begun::Answered(rendered(call, &job))),
+        Launched::Queued { id } => Ok(Begun::Running(id)),
+        Launched::Started {
+            id,
+            stdin,
+            close_stdin,
+        } => {
+            if stdin.is_some() || close_stdin {
+                let data = stdin.unwrap_or_default();
+                let written = jobs.write_stdin(id, &data, close_stdin);
+                match cancellable(&call.cancel, written).await {
+                    Err(cancelled) => return Err(abandon(call, id, cancelled).await),
+                    Ok(Err(StdinError::Write { error, .. })) => {
+                        let fields = call.fields();
+                        let status = jobs.status(id, fields).unwrap_or_else(|| {
+                            Status::new(id, &JobPhase::Running, None, None, fields)
+                        });
+                        let payload = Payload::object(StdinFailed {
+                            status,
+                            stdin_error: super::input::write_error(&error).to_string(),
+                        });
+                        return Ok(Begun::StdinFailed(id, payload));
+                    }
+                    // A job that already ended or closed its stdin needs none.
+                    Ok(_) => {}
+                }
+            }
+            Ok(Begun::Running(id))
+        }
+    }
+}
+
+/// The `execute` result of job `id`, which a task owns, rendered for a
+/// session of `revision` from the job left in the table: the same on every
+/// call (a terminal job no longer changes). `None` while it runs or once
+/// it is gone.
+pub(crate) fn kept_result(
+    app: &super::App,
+    revision: Revision,
+    id: JobId,
+) -> Option<crate::protocol::result::CallResult> {
+    let result = app.jobs.kept_result(id, &app.view(revision))?;
+    let bytes = result.data_bytes();
+    Some(crate::protocol::result::CallResult::Success {
+        payload: Payload::object(result).sized(bytes),
+        structured: revision.has_structured_content(),
+    })
 }
 
 /// A job's result.

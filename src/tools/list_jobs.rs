@@ -1,7 +1,9 @@
 //! `list_jobs`: every job not yet delivered, oldest first (SPEC §4.8).
 //!
 //! No input. Output: `{"jobs":[{"job_id","state"},…]}`; from 2025-03-26 on
-//! entries also carry `queued_for` (a queued job) and `label` (when set).
+//! entries also carry `queued_for` (a queued job), `label` (when set) and
+//! `awaiting_input: true` (a running job blocked reading its stdin or
+//! terminal, SPEC §20.1).
 
 use serde::Serialize;
 use serde_json::json;
@@ -26,7 +28,8 @@ pub const TOOL: Tool = Tool {
                     "job_id": {"type": "string"},
                     "state": {"type": "string"},
                     "queued_for": {"type": "string"},
-                    "label": {"type": "string"}
+                    "label": {"type": "string"},
+                    "awaiting_input": {"type": "boolean"}
                 },
                 "required": ["job_id", "state"]
             })
@@ -62,6 +65,8 @@ struct Entry {
     queued_for: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    awaiting_input: Option<bool>,
 }
 
 fn run<'a>(call: &'a Call, _: &'a Args) -> Running<'a> {
@@ -81,6 +86,7 @@ fn list(call: &Call) -> ToolOutcome {
                 state: s.state,
                 queued_for: s.queued_for,
                 label: s.label,
+                awaiting_input: s.awaiting_input,
             }
         })
         .collect();

@@ -38,6 +38,7 @@ pub use context::{App, Call, ProgressText};
 pub use error::{Fail, ToolError};
 
 use crate::protocol::ErrorCode;
+use crate::protocol::era;
 use crate::protocol::result::{CallResult, Payload};
 use crate::protocol::version::Revision;
 
@@ -138,6 +139,11 @@ impl Tool {
                 }),
             };
         }
+        // Only `execute` may run as a task (SPEC §19); the others omit
+        // `execution`, which defaults to "forbidden".
+        if revision.has_task_augmentation() && std::ptr::eq(self, &execute::TOOL) {
+            v["execution"] = json!({"taskSupport": "optional"});
+        }
         v
     }
 }
@@ -146,16 +152,34 @@ impl Tool {
 /// use (not at start-up, which it would slow by ~0.3 ms a revision) and then
 /// only copied. Building it scatters temporary `Value`s over the heap, which
 /// is trimmed right after so the idle server does not keep them.
+///
+/// In 2026-07-28 it is a `CacheableResult`: the list is the same for every
+/// client and changes only with the binary, so `cacheScope` is `"public"`
+/// and `ttlMs` is [`LIST_TTL_MS`]; the order is [`TOOLS`] then
+/// [`PART_TWO_TOOLS`], the same on every call (the spec's deterministic
+/// order, for clients' and models' prompt caches).
 pub fn list_json(revision: Revision) -> &'static str {
-    static CACHE: [OnceLock<String>; Revision::ALL.len()] = [const { OnceLock::new() }; 4];
+    static CACHE: [OnceLock<String>; Revision::ALL.len()] =
+        [const { OnceLock::new() }; Revision::ALL.len()];
     CACHE[revision.index()].get_or_init(|| {
         let tools: Vec<Value> = visible(revision).map(|t| t.describe(revision)).collect();
-        let json = json!({ "tools": tools }).to_string();
-        drop(tools);
+        let mut list = json!({ "tools": tools });
+        if revision.has_cache_hints() {
+            list["ttlMs"] = json!(LIST_TTL_MS);
+            list["cacheScope"] = json!("public");
+        }
+        era::stamp(revision, era::ResultType::Complete, &mut list);
+        let json = list.to_string();
+        drop(list);
         init::trim_heap();
         json
     })
 }
+
+/// How long a client may cache `tools/list` and `server/discover` (2026-07-28
+/// `ttlMs`): an hour. Both change only when the binary does, and a
+/// restarted server is a new process the client re-probes anyway.
+pub const LIST_TTL_MS: u64 = 3_600_000;
 
 /// Whether the `tools/call` with these params may start a job.
 pub fn starts_jobs(params: &Value) -> bool {
@@ -192,7 +216,7 @@ pub async fn dispatch(call: &Call, params: &Value) -> Result<CallResult, CallErr
     };
     let Some(tool) = visible(call.revision).find(|t| t.name == name) else {
         return Err(CallError::Protocol(
-            ErrorCode::METHOD_NOT_FOUND,
+            call.revision.unknown_tool_code(),
             format!("unknown tool: {name}"),
         ));
     };

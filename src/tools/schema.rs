@@ -66,7 +66,8 @@ pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
             "exit_code": {"type": "integer"},
             "signal": {"type": "string"},
             "signal_number": {"type": "integer"},
-            "start_error": {"type": "string"}
+            "start_error": {"type": "string"},
+            "awaiting_input": {"type": "boolean", "description": "true while the running job is blocked reading its stdin or terminal"}
         })
     } else {
         json!({

@@ -1,7 +1,9 @@
 //! `status`: a job's state, never removes it (SPEC §4.4).
 //!
 //! Input: `job_id`. Output: `{job_id, state, exit_code?, signal?,
-//! signal_number?, start_error?}`.
+//! signal_number?, start_error?}`; from 2025-03-26 on also `queued_for`,
+//! `label`, and `awaiting_input: true` while the job is blocked reading its
+//! stdin or terminal (SPEC §20.1).
 
 use serde_json::json;
 
@@ -30,7 +32,7 @@ fn status(call: &Call, a: &Args) -> ToolOutcome {
     let status = call
         .app
         .jobs
-        .status(id, call.fields())
+        .status_with_input(id, call.fields())
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))
 }

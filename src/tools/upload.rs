@@ -122,11 +122,14 @@ fn parse(a: &Args, max: usize) -> Result<Upload, ToolError> {
     };
     let mode = match args::opt_str(a, "mode")? {
         None => None,
-        Some(m) => Some(parse_mode(m).ok_or_else(|| {
-            ToolError::invalid(format!(
-                "\"mode\" must be octal permission bits like \"0644\", not {m:?}"
-            ))
-        })?),
+        Some(m) => {
+            let mode = parse_mode(m).ok_or_else(|| {
+                ToolError::invalid(format!(
+                    "\"mode\" must be octal permission bits like \"0644\", not {m:?}"
+                ))
+            })?;
+            Some(without_setid(mode).map_err(ToolError::invalid)?)
+        }
     };
     let overwrite = match a.get("overwrite") {
         None | Some(serde_json::Value::Null) => true,
@@ -185,6 +188,7 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
 /// Resolves, skips identical content, and commits.
 fn write(policy: &CwdPolicy, req: Upload) -> Result<Committed, FileError> {
     let place = Place::resolve(policy, &req.path, req.mkdirs)?;
+    place.not_a_root("written over")?;
     let sha: [u8; 32] = Sha256::digest(&req.content).into();
     if let Some(expected) = req.sha256
         && expected != sha
@@ -220,9 +224,35 @@ fn write(policy: &CwdPolicy, req: Upload) -> Result<Committed, FileError> {
     staged.commit(Some(sha), req.opts)
 }
 
+/// `mode`, unless it has the setuid or setgid bit: a file the root server
+/// writes with one runs as root (or with root's group) for every job user
+/// that can execute it, so a caller of `upload` or `PUT /files` could hand
+/// a `nobody` job a way back to root. A job that means it runs `chmod`
+/// itself, as whichever user it is. The sticky bit (01000) is harmless and
+/// kept.
+pub fn without_setid(mode: u32) -> Result<u32, String> {
+    if mode & 0o6000 != 0 {
+        return Err(format!(
+            "mode {mode:04o} sets the setuid or setgid bit, which upload and PUT /files refuse: \
+             the file would run as root for any job user (chmod it from a job to mean it)"
+        ));
+    }
+    Ok(mode)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setuid_and_setgid_modes_are_refused_with_a_reason_and_the_sticky_bit_is_kept() {
+        for setid in [0o4755, 0o2755, 0o6777] {
+            let e = without_setid(setid).unwrap_err();
+            assert!(e.contains("setuid or setgid"), "{e}");
+        }
+        assert_eq!(without_setid(0o1777), Ok(0o1777));
+        assert_eq!(without_setid(0o644), Ok(0o644));
+    }
 
     #[test]
     fn modes_are_octal_with_or_without_a_leading_zero() {

@@ -5,7 +5,7 @@
 //! Input: `job_ids` (non-empty array of strings, duplicates allowed),
 //! `timeout` (seconds; default `MCP_EXEC_DEFAULT_TIMEOUT`; `<= 0` polls),
 //! and from 2025-03-26 on `until`: `{pattern, stream: "stdout"|"stderr"|"any",
-//! from, quiet}`.
+//! from, quiet, input}`.
 //! Output: an array in `job_ids` order. Terminal jobs carry their full result
 //! and are removed (delivered here and nowhere else); the others are their
 //! status (`{job_id, state:"running"}`). A later duplicate of an id
@@ -14,12 +14,17 @@
 //! call, and so does a job a `POST /exec` stream owns (`job "job-7" is
 //! owned by an /exec stream`): only its stream delivers it (SPEC §11.2).
 //!
-//! `until` adds two more reasons to return, neither of which delivers
+//! `until` adds three more reasons to return, none of which delivers
 //! anything: a listed job still running whose retained output at or after
 //! byte `from` (default 0, so a line printed before the call counts: no
 //! race) matches `pattern` — its entry carries `matched: {stream, offset,
-//! bytes}` of the first match —, or a listed job that has written nothing
-//! for `quiet` seconds — its entry carries `went_quiet: <seconds>`.
+//! bytes}` of the first match —, a listed job that has written nothing
+//! for `quiet` seconds — its entry carries `went_quiet: <seconds>` —, or,
+//! with `input: true`, a listed job blocked reading its stdin or terminal
+//! (SPEC §20.1) — its entry carries `awaiting_input: true`. The conditions
+//! combine; each entry says which one its job met, and an answer whose
+//! entries carry none of them (and no result) ended at the timeout. A
+//! terminal job's triggered entry also carries its `screen` (SPEC §20).
 //!
 //! A job listed here whose result a `kill` or another `wait` takes while
 //! this call blocks is answered with its terminal status fields and
@@ -36,9 +41,10 @@ use serde_json::{Value, json};
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable, deadline_in};
 use crate::jobs::result::{JobResult, Status, View};
-use crate::jobs::{Job, JobId, Stream, Trigger, Until, WaitEntry, WaitError};
+use crate::jobs::{Job, JobId, Jobs, Stream, Trigger, Until, WaitEntry, WaitError};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
+use crate::terminal::ScreenView;
 
 /// The tool.
 pub const TOOL: Tool = Tool {
@@ -70,12 +76,13 @@ fn input_schema(rev: Revision) -> Value {
     if rev.has_part_two() {
         s["properties"]["until"] = json!({
             "type": "object",
-            "description": "Also return, without delivering anything, when a listed running job's output at or after byte `from` (default 0: output printed before the call counts) matches `pattern` (entry gains matched:{stream, offset, bytes}), or when a listed job has written nothing for `quiet` seconds (entry gains went_quiet).",
+            "description": "Also return, without delivering anything, when a listed running job's output at or after byte `from` (default 0: output printed before the call counts) matches `pattern` (entry gains matched:{stream, offset, bytes}), when a listed job has written nothing for `quiet` seconds (entry gains went_quiet), or, with `input: true`, when a listed job is blocked reading its stdin or terminal (entry gains awaiting_input: true). Conditions combine: the first met ends the wait.",
             "properties": {
                 "pattern": {"type": "string", "description": "A regular expression (Rust regex syntax)."},
                 "stream": {"type": "string", "enum": ["stdout", "stderr", "any"], "description": "Default any."},
                 "from": {"type": "integer", "minimum": 0},
-                "quiet": {"type": "number", "exclusiveMinimum": 0}
+                "quiet": {"type": "number", "exclusiveMinimum": 0},
+                "input": {"type": "boolean", "description": "Return when a listed job waits for input (a prompt)."}
             }
         });
     }
@@ -100,6 +107,9 @@ enum Entry {
         matched: Option<Matched>,
         #[serde(skip_serializing_if = "Option::is_none")]
         went_quiet: Option<f64>,
+        /// A terminal job's screen as it triggered (SPEC §20).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        screen: Option<ScreenView>,
     },
 }
 
@@ -164,9 +174,14 @@ fn parse_until(a: &Args) -> Result<Option<Until>, ToolError> {
         Some(q) if q > 0.0 && q.is_finite() => Some(Duration::from_secs_f64(q.min(86_400.0))),
         Some(_) => return Err(ToolError::invalid("\"until.quiet\" must be > 0")),
     };
-    if pattern.is_none() && quiet.is_none() {
+    let input = match u.get("input") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ToolError::invalid("\"until.input\" must be a boolean")),
+    };
+    if pattern.is_none() && quiet.is_none() && !input {
         return Err(ToolError::invalid(
-            "\"until\" needs a \"pattern\" or a \"quiet\" period",
+            "\"until\" needs a \"pattern\", a \"quiet\" period or \"input\": true",
         ));
     }
     Ok(Some(Until {
@@ -174,6 +189,7 @@ fn parse_until(a: &Args) -> Result<Option<Until>, ToolError> {
         streams,
         from,
         quiet,
+        input,
     }))
 }
 
@@ -204,11 +220,12 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
         .map_err(|e| match e {
             WaitError::Unknown(id) => ToolError::unknown(id),
             WaitError::OwnedByStream(id) => ToolError::OwnedByStream(id),
+            WaitError::OwnedByTask(id, task) => ToolError::OwnedByTask(id, task),
         })?;
     let mut claimed = Vec::new();
     let out: Vec<Entry> = entries
         .into_iter()
-        .map(|e| render(e, &view, &mut claimed))
+        .map(|e| render(e, &call.app.jobs, &view, &mut claimed))
         .collect();
     let bytes = out
         .iter()
@@ -229,8 +246,9 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
 }
 
 /// One entry; a job delivered here joins `claimed` (put back if the answer
-/// never reaches the client).
-fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
+/// never reaches the client). A terminal job that triggered carries its
+/// screen.
+fn render(e: WaitEntry, jobs: &Jobs, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
     let fields = view.fields;
     match e {
         WaitEntry::Delivered(job) => {
@@ -243,24 +261,34 @@ fn render(e: WaitEntry, view: &View<'_>, claimed: &mut Vec<Job>) -> Entry {
             status: Status::gone(&gone, fields),
             result_delivered_elsewhere: true,
         },
-        WaitEntry::Pending(l, trigger) => {
+        WaitEntry::Pending(l, None) => Entry::Status(Status::listed(&l, fields)),
+        WaitEntry::Pending(l, Some(trigger)) => {
+            // `Status::listed` carries `awaiting_input: true`.
             let status = Status::listed(&l, fields);
-            match trigger {
-                Some(Trigger::Matched(m)) => Entry::Triggered {
-                    status,
-                    matched: Some(Matched {
+            let screen = if l.tty {
+                jobs.screen(l.id, 0, view.redact).ok()
+            } else {
+                None
+            };
+            let (matched, went_quiet) = match trigger {
+                Trigger::Matched(m) => (
+                    Some(Matched {
                         stream: m.stream.name(),
                         offset: m.offset,
                         bytes: m.bytes,
                     }),
-                    went_quiet: None,
-                },
-                Some(Trigger::WentQuiet(silent)) => Entry::Triggered {
-                    status,
-                    matched: None,
-                    went_quiet: Some((silent.as_secs_f64() * 1000.0).round() / 1000.0),
-                },
-                None => Entry::Status(status),
+                    None,
+                ),
+                Trigger::WentQuiet(silent) => {
+                    (None, Some((silent.as_secs_f64() * 1000.0).round() / 1000.0))
+                }
+                Trigger::AwaitingInput => (None, None),
+            };
+            Entry::Triggered {
+                status,
+                matched,
+                went_quiet,
+                screen,
             }
         }
     }

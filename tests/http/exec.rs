@@ -240,6 +240,47 @@ fn exec_events_are_redacted_with_raw_offsets(t: Target) {
     );
 }
 
+fn an_exec_event_shows_no_byte_of_a_secret_that_later_output_completes(t: Target) {
+    let mut s = Both::start(t, &[("MCP_EXEC_REDACT", "builtin")], &[]);
+    s.stdio.initialize(LATEST);
+    let go = format!("/tmp/mcp-exec-exec-go-{}", std::process::id());
+    let first = "db=postgres://admin:hunter2hunter2";
+    let command = format!(
+        "printf '%s' '{first}'; n=0; while [ ! -e {go} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; \
+         printf '@db/app\\n'; rm -f {go}"
+    );
+    let mut stream = Stream::open(s.port, &json!({"command": command}));
+    let started = stream.next().unwrap();
+    let id = started.data["job_id"].as_str().unwrap().to_owned();
+    // The first write is whole in the job's window …
+    let mut out = Value::Null;
+    let there = wait_for(TIMEOUT, || {
+        out = s
+            .stdio
+            .call("output", json!({"job_id": id, "stdout": "all"}));
+        out["stdout"]["total_bytes"] == json!(first.len())
+    });
+    assert!(there, "{out}");
+    // … and the event sent for it stops before what could still be a secret.
+    let event = stream.next().unwrap();
+    assert_eq!(
+        (event.name.as_str(), &event.data),
+        (
+            "stdout",
+            &json!({"data": "db=postgres", "offset": 0, "bytes": 11})
+        ),
+    );
+    s.stdio.exec(&format!("touch {go}"));
+    let mut events = vec![event];
+    events.extend(stream.rest());
+    let (data, total) = joined(&events, "stdout");
+    assert_eq!(
+        data, "db=postgres://admin:[REDACTED]@db/app\n",
+        "{events:?}"
+    );
+    assert_eq!(total, (first.len() + "@db/app\n".len()) as u64);
+}
+
 fn a_stream_owned_job_is_listed_refused_by_wait_and_kill_leaves_its_result_to_the_stream(
     t: Target,
 ) {
@@ -499,6 +540,7 @@ mod bare_only {
     bare!(
         output_over_64_kib_arrives_in_contiguous_chunks_of_at_most_64_kib,
         exec_events_are_redacted_with_raw_offsets,
+        an_exec_event_shows_no_byte_of_a_secret_that_later_output_completes,
         exec_refuses_bad_arguments_400_no_sse_accept_406_and_no_token_401,
         an_oversize_exec_body_gets_413,
         a_full_queue_gets_503_with_the_queue_full_text,

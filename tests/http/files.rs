@@ -388,6 +388,69 @@ fn files_need_the_token_and_outside_the_policy_is_403(t: Target) {
     assert_eq!(call(s.port, "GET", &url, &foreign, b"").status, 403);
 }
 
+fn under_a_policy_the_root_is_listed_stated_and_headed_and_never_deleted_moved_or_replaced(
+    t: Target,
+) {
+    let root = fresh_dir("http-files-own-root");
+    std::fs::write(format!("{}/f", root.0), b"x").unwrap();
+    let s = Both::start(
+        t,
+        &[
+            ("MCP_EXEC_ALLOWED_CWDS", &root.0),
+            ("MCP_EXEC_DEFAULT_CWD", &root.0),
+        ],
+        &[],
+    );
+    let req = |method: &str, path: String| call(s.port, method, &path, &[], b"");
+    for url in [format!("/files{}/", root.0), format!("/files{}", root.0)] {
+        let r = req("GET", url.clone());
+        assert_eq!(r.status, 200, "{url}: {r:?}");
+        assert_eq!(r.json()["entries"][0]["name"], json!("f"), "{url}");
+        assert_eq!(req("HEAD", url.clone()).status, 200, "{url}");
+    }
+    let r = req("GET", format!("/files{}?stat", root.0));
+    assert_eq!(r.status, 200, "{r:?}");
+    let name = std::path::Path::new(&root.0).file_name().unwrap();
+    assert_eq!(
+        (&r.json()["name"], &r.json()["type"]),
+        (&json!(name.to_str().unwrap()), &json!("dir"))
+    );
+    // What lies beside it stays outside.
+    let parent = std::path::Path::new(&root.0).parent().unwrap();
+    assert_eq!(
+        req("GET", format!("/files{}/", parent.display())).status,
+        403
+    );
+    // The root itself is not to be removed or replaced, and the answer says why.
+    let refused = |r: Raw, doing: &str| {
+        assert_eq!(r.status, 403, "{doing}: {r:?}");
+        assert_eq!(
+            r.json()["error"],
+            json!(format!(
+                "\"{}\" is an allowed root directory (MCP_EXEC_ALLOWED_CWDS): it cannot be {doing}",
+                root.0
+            ))
+        );
+    };
+    refused(
+        req("DELETE", format!("/files{}?recursive=1", root.0)),
+        "deleted",
+    );
+    refused(
+        req("POST", format!("/files{0}?move={0}/moved", root.0)),
+        "moved",
+    );
+    refused(
+        req("POST", format!("/files{0}/f?move={0}&overwrite=1", root.0)),
+        "replaced",
+    );
+    refused(
+        call(s.port, "PUT", &format!("/files{}", root.0), &[], b"y"),
+        "written over",
+    );
+    assert_eq!(std::fs::read(format!("{}/f", root.0)).unwrap(), b"x");
+}
+
 fn transfers_are_counted_in_the_metrics(t: Target) {
     let s = Both::start(t, &[], &[]);
     let dir = fresh_dir("http-files-metrics");
@@ -424,4 +487,5 @@ files_targets!(
     mkdir_delete_and_move_answer_with_their_status_codes,
     files_need_the_token_and_outside_the_policy_is_403,
     transfers_are_counted_in_the_metrics,
+    under_a_policy_the_root_is_listed_stated_and_headed_and_never_deleted_moved_or_replaced,
 );

@@ -19,11 +19,22 @@
 //!
 //! # Memory stays flat
 //! A `PUT` body is never collected: its frames go through a channel of
-//! [`DEPTH`] chunks to a blocking task that writes and hashes them (the
-//! atomic commit of [`crate::files::commit`]); a client that stops or goes
-//! away drops the channel, and the temporary file is removed. A `GET` reads
-//! [`TRANSFER_CHUNK`]-sized pieces on a blocking task into a channel as
-//! deep, which hyper drains as the socket accepts them.
+//! [`DEPTH`] chunks to a task that writes and hashes them (the atomic commit
+//! of [`crate::files::commit`]); a client that stops or goes away drops the
+//! channel, and the temporary file is removed. A `GET` reads
+//! [`TRANSFER_CHUNK`]-sized pieces into a channel as deep, which hyper
+//! drains as the socket accepts them.
+//!
+//! # A stalled client holds nothing for long (issue 20, item 6)
+//! A `PUT` body frame must arrive within `MCP_EXEC_HTTP_STALL_TIMEOUT` of
+//! the previous one, or the answer is `408`, the connection closes and the
+//! temporary file is removed before the answer is sent; a `GET` whose client
+//! stops reading fails its socket write after as long (`stall.rs`). And no
+//! blocking-pool thread ever waits for a client: each chunk's disk work is a
+//! blocking task of its own, and the waiting between chunks happens on the
+//! async side, so any number of stalled transfers leaves the
+//! [`FILE_WORKERS`] to the file operations (a stalled transfer costs its
+//! buffers and a descriptor).
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -58,10 +69,10 @@ pub const TRANSFER_CHUNK: usize = 256 << 10;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
 /// kept raw (percent-encoded) until used.
-struct Query<'a>(Vec<(&'a str, &'a str)>);
+pub(super) struct Query<'a>(Vec<(&'a str, &'a str)>);
 
 impl<'a> Query<'a> {
-    fn parse(q: Option<&'a str>) -> Query<'a> {
+    pub(super) fn parse(q: Option<&'a str>) -> Query<'a> {
         Query(
             q.unwrap_or("")
                 .split('&')
@@ -71,12 +82,12 @@ impl<'a> Query<'a> {
         )
     }
 
-    fn get(&self, key: &str) -> Option<&'a str> {
+    pub(super) fn get(&self, key: &str) -> Option<&'a str> {
         self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
     }
 
     /// A flag: present and not `false`/`0`.
-    fn flag(&self, key: &str) -> bool {
+    pub(super) fn flag(&self, key: &str) -> bool {
         self.get(key).is_some_and(|v| v != "false" && v != "0")
     }
 
@@ -105,10 +116,22 @@ fn invalid(message: impl std::fmt::Display) -> HttpReply {
     status(StatusCode::BAD_REQUEST, &message.to_string())
 }
 
-/// Runs blocking file work on tokio's blocking pool.
+/// How many `/files` blocking tasks run at once: the disk work of every
+/// request and every transfer's chunk shares them, so a flood of requests
+/// cannot grow the blocking pool without bound, and — since no task waits
+/// on a client — stalled transfers cannot take them all.
+pub const FILE_WORKERS: usize = 16;
+
+static WORKERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_WORKERS);
+
+/// Runs blocking file work on tokio's blocking pool, at most
+/// [`FILE_WORKERS`] at a time.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
 ) -> Result<T, FileError> {
+    let Ok(_worker) = WORKERS.acquire().await else {
+        return Err(FileError::new(Kind::Io, "the file workers are closed"));
+    };
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))))
@@ -218,7 +241,10 @@ async fn put(
     let mode = match query.text("mode") {
         None => None,
         Some(m) => match crate::tools::upload::parse_mode(&m) {
-            Some(m) => Some(m),
+            Some(m) => match crate::tools::upload::without_setid(m) {
+                Ok(m) => Some(m),
+                Err(why) => return invalid(why),
+            },
             None => {
                 return invalid(format!(
                     "mode must be octal permission bits like 0644, not {m:?}"
@@ -233,20 +259,23 @@ async fn put(
             .is_none_or(|v| v != "false" && v != "0"),
     };
     let mkdirs = query.flag("mkdirs");
-    let (tx, mut rx) = mpsc::channel::<Piece>(DEPTH);
+    let stall = app.config.http_stall_timeout;
+    let (tx, rx) = mpsc::channel::<Piece>(DEPTH);
     // Chunks come back once written, to be filled again: buffers this big
     // are fresh mappings otherwise (the allocator maps anything over 128
     // KiB), each one page-faulted in and unmapped again.
     let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
-    let writer = tokio::task::spawn_blocking(move || {
-        let staged = Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?)?;
-        write_pieces(staged, &mut rx, &home, expected, opts)
-    });
+    let writer = tokio::spawn(write_pieces(app, target, mkdirs, rx, home, expected, opts));
     let mut body = req.into_body();
     let mut complete = false;
+    let mut stalled = false;
     let mut gathered = BytesMut::new();
     loop {
-        match body.frame().await {
+        let Ok(frame) = tokio::time::timeout(stall, body.frame()).await else {
+            stalled = true;
+            break;
+        };
+        match frame {
             None => {
                 complete = true;
                 break;
@@ -289,10 +318,19 @@ async fn put(
         let _ = tx.send(Piece::End).await;
     }
     drop(tx);
+    // Awaited also after a stall, so the temporary file is gone before the
+    // `408` is sent.
     let outcome = writer
         .await
         .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))));
     let mut reply = match outcome {
+        _ if stalled => status(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "the body stalled for {} s (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
+                stall.as_secs_f64()
+            ),
+        ),
         Ok(done) if done.created => json_reply(StatusCode::CREATED, &done),
         Ok(done) => json_reply(StatusCode::OK, &done),
         Err(e) => error(&e),
@@ -307,28 +345,44 @@ async fn put(
     reply
 }
 
-/// The writing task of a `PUT`.
-fn write_pieces(
-    mut staged: Staged,
-    rx: &mut mpsc::Receiver<Piece>,
-    home: &std::sync::mpsc::SyncSender<BytesMut>,
+/// The writing task of a `PUT`: waits for chunks on the async side and
+/// writes each on a blocking task of its own (see the module doc).
+async fn write_pieces(
+    app: Arc<crate::tools::App>,
+    target: PathBuf,
+    mkdirs: bool,
+    mut rx: mpsc::Receiver<Piece>,
+    home: std::sync::mpsc::SyncSender<BytesMut>,
     expected: Option<[u8; 32]>,
     opts: Options,
 ) -> Result<files::commit::Committed, FileError> {
+    let mut staged =
+        blocking(move || Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?)).await?;
     loop {
-        match rx.blocking_recv() {
+        match rx.recv().await {
             Some(Piece::Data(d)) => {
-                staged.write(&d)?;
-                if let Ok(used) = d.try_into_mut() {
-                    let _ = home.try_send(used);
-                }
+                let home = home.clone();
+                staged = blocking(move || {
+                    staged.write(&d)?;
+                    if let Ok(used) = d.try_into_mut() {
+                        let _ = home.try_send(used);
+                    }
+                    Ok(staged)
+                })
+                .await?;
             }
-            Some(Piece::End) => return staged.commit(expected, opts),
+            Some(Piece::End) => return blocking(move || staged.commit(expected, opts)).await,
             None => {
-                return Err(FileError::new(
-                    Kind::Invalid,
-                    "the body ended early; nothing was written",
-                ));
+                // Dropped on the blocking side: removing the temporary
+                // file is a syscall.
+                return blocking(move || {
+                    drop(staged);
+                    Err(FileError::new(
+                        Kind::Invalid,
+                        "the body ended early; nothing was written",
+                    ))
+                })
+                .await;
             }
         }
     }
@@ -446,7 +500,7 @@ fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool)
         Response::new(Body::empty())
     } else {
         let (tx, rx) = mpsc::channel::<Bytes>(DEPTH);
-        tokio::task::spawn_blocking(move || stream_file(opened, start, len, &tx));
+        tokio::spawn(stream_file(opened, start, len, tx));
         Response::new(Body::stream_sized(rx, len))
     };
     *reply.status_mut() = code;
@@ -486,25 +540,39 @@ impl Drop for Recycled {
     }
 }
 
-/// Reads `len` bytes from `start` into `tx`, a chunk at a time, until done
-/// or the client is gone. A file that shrank meanwhile ends the stream
-/// early: hyper then closes the connection (fewer bytes than announced).
-fn stream_file(opened: read::Opened, start: u64, len: u64, tx: &mpsc::Sender<Bytes>) {
+/// Reads `len` bytes from `start` into `tx`, a chunk at a time (each read
+/// a blocking task of its own: waiting for the client holds no thread),
+/// until done or the client is gone. A file that shrank meanwhile ends the
+/// stream early: hyper then closes the connection (fewer bytes than
+/// announced).
+async fn stream_file(opened: read::Opened, start: u64, len: u64, tx: mpsc::Sender<Bytes>) {
     use std::os::unix::fs::FileExt;
     let (home, pool) = std::sync::mpsc::sync_channel::<Vec<u8>>(DEPTH + 1);
+    let opened = Arc::new(opened);
     let mut at = start;
     let end = start + len;
     let mut sent = 0u64;
     while at < end {
         let want = usize::try_from((end - at).min(TRANSFER_CHUNK as u64)).unwrap_or(TRANSFER_CHUNK);
         let mut buf = pool.try_recv().unwrap_or_default();
-        buf.resize(want, 0);
-        let n = match opened.file.read_at(&mut buf, at) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+        let file = Arc::clone(&opened);
+        let read = blocking(move || {
+            buf.resize(want, 0);
+            loop {
+                match file.file.read_at(&mut buf, at) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(FileError::new(Kind::Io, format!("reading: {e}")));
+                    }
+                    Ok(n) => return Ok((buf, n)),
+                }
+            }
+        });
+        let (buf, n) = match read.await {
+            Ok((_, 0)) => break,
+            Ok(read) => read,
             Err(e) => {
-                tracing::warn!(error = %e, "reading a file for GET /files");
+                tracing::warn!(error = %e.message, "reading a file for GET /files");
                 break;
             }
         };
@@ -513,7 +581,7 @@ fn stream_file(opened: read::Opened, start: u64, len: u64, tx: &mpsc::Sender<Byt
             len: n,
             home: home.clone(),
         };
-        if tx.blocking_send(Bytes::from_owner(chunk)).is_err() {
+        if tx.send(Bytes::from_owner(chunk)).await.is_err() {
             break;
         }
         at += n as u64;

@@ -1,6 +1,10 @@
 //! The checks every request on the main listener passes before routing
-//! (SPEC §11): `Host` on a loopback bind (DNS rebinding), `Origin` against
-//! the allowed list, and the bearer token (not for `/healthz`, `/livez`).
+//! (SPEC §11): one `Host`, and on a loopback bind one that names loopback
+//! (DNS rebinding; the metrics listener checks these two as well), `Origin`
+//! against the allowed list, and the bearer token (not for `/healthz`,
+//! `/livez`).
+
+use std::net::SocketAddr;
 
 use hyper::HeaderMap;
 use hyper::header;
@@ -41,13 +45,28 @@ pub fn is_loopback_authority(authority: &str) -> bool {
 /// On a loopback bind, `Host` must name loopback: a page on another site
 /// that rebinds its name to 127.0.0.1 sends its own name.
 pub fn host(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
-    if !settings.addr.ip().is_loopback() {
+    host_on(settings.addr, headers)
+}
+
+/// [`host`] for a listener bound on `listen` (the metrics listener too).
+pub fn host_on(listen: SocketAddr, headers: &HeaderMap) -> Result<(), &'static str> {
+    if !listen.ip().is_loopback() {
         return Ok(());
     }
     match headers.get(header::HOST).and_then(|v| v.to_str().ok()) {
         Some(h) if is_loopback_authority(h) => Ok(()),
         _ => Err("Host must be localhost, 127.0.0.1 or [::1] on a loopback listener"),
     }
+}
+
+/// A request has at most one `Host` (RFC 9112 §3.2: a server must answer
+/// `400` to more): with two, the rebinding check could pass on one while a
+/// proxy or a handler read the other.
+pub fn one_host(headers: &HeaderMap) -> Result<(), &'static str> {
+    if headers.get_all(header::HOST).iter().nth(1).is_some() {
+        return Err("a request carries one Host header, not several");
+    }
+    Ok(())
 }
 
 /// A request with an `Origin` must come from an allowed one.

@@ -12,6 +12,10 @@
 //! the one response, or `text/event-stream` with the progress notifications
 //! and then the response when the request asked for progress and the client
 //! accepts SSE.
+//!
+//! A 2026-07-28 request (its body's `_meta` names its revision, or its
+//! `MCP-Protocol-Version` header a modern one) takes no session: see
+//! [`stateless`]. Both eras are served on the one endpoint at once.
 
 use std::sync::Arc;
 
@@ -23,10 +27,13 @@ use tokio::sync::mpsc;
 
 use super::read::{Accepts, read_body};
 use super::reply::{HttpReply, empty, json, sse, status};
+use super::routing;
 use super::state::{Busy, HttpSession, HttpState, lock, new_session_id};
-use crate::protocol::version::SUPPORTED;
+use crate::protocol::era::{Era, META_PROTOCOL_VERSION};
+use crate::protocol::version::{Revision, SUPPORTED};
+use crate::protocol::{self, ErrorCode, RequestId};
 use crate::server::outbox::{self, Inbox, Message, Outgoing};
-use crate::server::session::{Inbound, McpSession};
+use crate::server::session::{Inbound, McpSession, modern_method};
 
 /// `POST /mcp`, after the guard (Host, Origin, token) let it through.
 pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> HttpReply {
@@ -46,6 +53,9 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     // session takes it as it is.
     let message = Inbound::from_slice(&bytes);
     drop(bytes);
+    if message.is_per_request() || modern_header(&parts.headers) {
+        return stateless(state, &parts.headers, message, accepts).await;
+    }
 
     let (entry, new_id) = if message.opens_session() {
         let Some(id) = new_session_id() else {
@@ -70,11 +80,18 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     // nothing answers at all), the inbox ends.
     drop(out);
     if let Some(id) = &new_id {
-        lock(&state.sessions).insert(id.clone(), Arc::clone(&entry));
+        if !state.admit_session(id.clone(), Arc::clone(&entry)) {
+            drop(busy);
+            entry.session.end();
+            return status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "every HTTP session is serving a request (MCP_EXEC_HTTP_MAX_SESSIONS)",
+            );
+        }
         tracing::info!(session = %id, "HTTP session started");
     }
     let mut reply = if accepts.sse && wants_progress {
-        stream(inbox, busy)
+        stream(inbox, Some(busy))
     } else {
         let reply = answer(inbox).await;
         drop(busy);
@@ -84,6 +101,86 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
         reply.headers_mut().insert("mcp-session-id", v);
     }
     reply
+}
+
+/// Whether `MCP-Protocol-Version` names a modern revision (then the request
+/// is served statelessly, or refused as such, whatever its body says).
+fn modern_header(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| Revision::modern(v).is_some())
+}
+
+/// A 2026-07-28 request: no `Mcp-Session-Id` (one that comes is ignored,
+/// none is minted), the body's `_meta` and the routing headers checked
+/// first, then served by the listener's stateless session. A closed
+/// response stream cancels the request (the session sees its outbox close).
+async fn stateless(
+    state: &Arc<HttpState>,
+    headers: &hyper::HeaderMap,
+    message: Inbound,
+    accepts: Accepts,
+) -> HttpReply {
+    let Some(single) = message.single() else {
+        let line = protocol::error_line(
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "invalid request: a 2026-07-28 request is one JSON-RPC object",
+        );
+        return refusal(StatusCode::BAD_REQUEST, line);
+    };
+    let id = single.id.and_then(RequestId::from_value);
+    // The binding defines no client notification (a closed stream is the
+    // cancellation): accepted, and nothing to do.
+    if single.id.is_none() {
+        return empty(StatusCode::ACCEPTED);
+    }
+    let refuse = |code: StatusCode, error: ErrorCode, message: &str| {
+        refusal(code, protocol::error_line(id.as_ref(), error, message))
+    };
+    if let Err(why) = routing::check_version(headers, &single) {
+        return refuse(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, &why);
+    }
+    match Era::of(single.params, None, Arc::default) {
+        Err(e) => {
+            let line = match e.data() {
+                Some(data) => {
+                    protocol::error_line_with_data(id.as_ref(), e.code(), &e.message(), &data)
+                }
+                None => protocol::error_line(id.as_ref(), e.code(), &e.message()),
+            };
+            return refusal(StatusCode::BAD_REQUEST, line);
+        }
+        Ok(era) if !era.per_request => {
+            let why = format!("invalid params: _meta[{META_PROTOCOL_VERSION:?}] is required");
+            return refuse(StatusCode::BAD_REQUEST, ErrorCode::INVALID_PARAMS, &why);
+        }
+        Ok(_) => {}
+    }
+    if let Err(why) = routing::check(headers, &single) {
+        return refuse(StatusCode::BAD_REQUEST, ErrorCode::HEADER_MISMATCH, &why);
+    }
+    let method = single.method.unwrap_or("");
+    if !modern_method(method) {
+        let why = format!("method not found: {method}");
+        return refuse(StatusCode::NOT_FOUND, ErrorCode::METHOD_NOT_FOUND, &why);
+    }
+    let wants_progress = message.wants_progress();
+    let (out, inbox) = outbox::new(outbox::BUDGET);
+    state.stateless.on_inbound(message, &out).await;
+    drop(out);
+    if accepts.sse && wants_progress {
+        stream(inbox, None)
+    } else {
+        answer(inbox).await
+    }
+}
+
+/// A modern error answered with an HTTP status: the JSON-RPC error `line`.
+fn refusal(code: StatusCode, mut line: String) -> HttpReply {
+    line.push('\n');
+    json(code, line)
 }
 
 /// The session a request after `initialize` names, checked against its
@@ -116,7 +213,7 @@ fn known_session(
 /// The progress notifications and then the response, as server-sent
 /// events, fed by a task that keeps the session busy until the response
 /// is sent (or the client went away).
-fn stream(mut inbox: Inbox, busy: Busy) -> HttpReply {
+fn stream(mut inbox: Inbox, busy: Option<Busy>) -> HttpReply {
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
         let _busy = busy;

@@ -4,19 +4,25 @@
 //!
 //! - [`settings`]: the listener settings, validated at start-up (they fail
 //!   closed: `main` exits 2 naming the bad one).
+//! - [`conns`]: the open connections, and which one to drop for a newcomer
+//!   at `MCP_EXEC_HTTP_MAX_CONNECTIONS`.
+//! - [`stall`]: the socket with a bound on writes that make no progress.
 //! - [`guard`]: the checks every request passes first: `Host` (DNS
-//!   rebinding), `Origin`, the bearer token.
+//!   rebinding, one header), `Origin`, the bearer token.
 //! - [`state`]: what every handler shares: the HTTP sessions, the requests
 //!   in flight.
 //! - [`read`] and [`reply`]: reading a bounded request body; building
 //!   responses (JSON, SSE, refusals).
 //! - [`body`]: the response body: whole, or a stream fed by a task.
-//! - [`mcp`]: `POST`/`DELETE /mcp`, the MCP endpoint.
+//! - [`mcp`]: `POST`/`DELETE /mcp`, the MCP endpoint, both eras.
+//! - [`routing`]: the 2026-07-28 routing headers checked against the body.
 //! - [`probes`]: `/livez`, `/healthz`, `/metrics`.
 //! - [`exec`]: `POST /exec`, a job streamed as server-sent events (SPEC
 //!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
 //! - [`files`]: `/files/<abs path>`: streamed file transfer and the file
 //!   API (SPEC §13.2).
+//! - [`tty`]: `GET /jobs/<id>/tty`, a human attached to a job's terminal
+//!   over a WebSocket (SPEC §20).
 //!
 //! # Disconnects (SPEC §10)
 //! When the client goes away, hyper drops the handler's future (JSON) or
@@ -25,16 +31,25 @@
 //! before it claims anything (see
 //! [`McpSession`](crate::server::session::McpSession)), so its job and
 //! result stay in the table. Only `notifications/cancelled` and `DELETE` cancel.
+//! A 2026-07-28 request is the exception its revision defines: the closed
+//! stream IS its cancellation (SPEC §19), so the call is cancelled, and a
+//! blocking `execute` tears its job down.
 //!
 //! # Bounds
 //! Bodies up to `MCP_EXEC_MAX_LINE_BYTES` (`413` past it, and the rest is
 //! never read: the connection closes), request heads up to
 //! [`MAX_HEAD_BYTES`], at most `MCP_EXEC_HTTP_MAX_CONNECTIONS` connections
-//! (accepting waits for a free slot), and [`HEADER_READ_TIMEOUT`] to send a
-//! request's head. Sessions idle for `MCP_EXEC_HTTP_SESSION_IDLE` with no
-//! request in flight end (implicitly: nothing of theirs is in flight).
+//! per listener — the listener always accepts, and a newcomer past the limit
+//! takes the slot of an idle connection that never showed the token, or is
+//! answered `503` and closed ([`conns`]) — [`SILENT_TIMEOUT`] to send a
+//! first byte, [`HEADER_READ_TIMEOUT`] to send a request's head, and
+//! `MCP_EXEC_HTTP_STALL_TIMEOUT` for a write (or a `/files` body frame) to
+//! make progress. Sessions idle for `MCP_EXEC_HTTP_SESSION_IDLE` with no
+//! request in flight end (implicitly: nothing of theirs is in flight), and
+//! past `MCP_EXEC_HTTP_MAX_SESSIONS` the least recently used idle one ends.
 
 pub mod body;
+mod conns;
 mod exec;
 mod files;
 pub mod guard;
@@ -42,8 +57,11 @@ mod mcp;
 mod probes;
 mod read;
 mod reply;
+mod routing;
 pub mod settings;
+mod stall;
 mod state;
+mod tty;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -56,11 +74,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::App;
+use conns::{Admission, ConnSlot, Conns};
 use reply::{HttpReply, status};
 pub use settings::HttpSettings;
 use state::Active;
@@ -69,6 +87,10 @@ use state::{HttpSession, HttpState, lock};
 /// A client must send a request's head within this, or it is dropped
 /// (SPEC §11: slow clients cannot pin connections).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection that sends nothing at all within this is dropped: much
+/// shorter than [`HEADER_READ_TIMEOUT`], since a client that connects sends
+/// its request at once, and a silent connection only holds a slot.
+pub const SILENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest request head (request line and headers).
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// How long after the last byte of a response a finished request still
@@ -81,8 +103,8 @@ const FLUSH_SLACK: Duration = Duration::from_millis(100);
 enum Listener {
     /// The main one: MCP, health, token-protected metrics.
     Main,
-    /// `--metrics-listen`: metrics and health, no token.
-    Metrics,
+    /// `--metrics-listen` (bound there): metrics and health, no token.
+    Metrics(SocketAddr),
 }
 
 /// The running listeners.
@@ -103,11 +125,14 @@ pub async fn start(
     let addr = settings.as_ref().map(|s| s.addr);
     let max_connections = settings.as_ref().map_or(256, |s| s.max_connections);
     let idle = settings.as_ref().map(|s| s.session_idle);
+    if settings.as_ref().is_some_and(|s| s.token.is_none()) {
+        tracing::warn!(
+            "HTTP serves without a token: any local process can drive the server \
+             (set MCP_EXEC_HTTP_TOKEN_FILE or MCP_EXEC_HTTP_TOKEN)"
+        );
+    }
     let state = HttpState::new(app, settings, shutdown);
-    for (addr, listener, what) in [
-        (addr, Listener::Main, "HTTP"),
-        (metrics, Listener::Metrics, "metrics"),
-    ] {
+    for (addr, main, what) in [(addr, true, "HTTP"), (metrics, false, "metrics")] {
         let Some(addr) = addr else { continue };
         let socket = TcpListener::bind(addr).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("binding {addr} for {what}: {e}"))
@@ -115,8 +140,13 @@ pub async fn start(
         let bound = socket.local_addr()?;
         tracing::info!(%bound, "listening for {what}");
         eprintln!("mcp-exec: listening for {what} on {bound}");
-        let limit = Arc::new(Semaphore::new(max_connections.max(1)));
-        tokio::spawn(accept(socket, Arc::clone(&state), listener, limit));
+        let listener = if main {
+            Listener::Main
+        } else {
+            Listener::Metrics(bound)
+        };
+        let conns = Conns::new(max_connections);
+        tokio::spawn(accept(socket, Arc::clone(&state), listener, conns));
     }
     if let Some(idle) = idle {
         tokio::spawn(state::expire_idle(Arc::clone(&state), idle));
@@ -131,6 +161,7 @@ impl Http {
         let sessions: Vec<Arc<HttpSession>> =
             lock(&self.state.sessions).values().cloned().collect();
         let _ = tokio::time::timeout(within, async {
+            self.state.stateless.settle(within).await;
             for entry in sessions {
                 entry.session.settle(within).await;
             }
@@ -146,17 +177,12 @@ impl Http {
     }
 }
 
-/// Accepts connections while fewer than the limit are open.
-async fn accept(
-    socket: TcpListener,
-    state: Arc<HttpState>,
-    listener: Listener,
-    limit: Arc<Semaphore>,
-) {
+/// Accepts every connection, at once: the table ([`conns`]) decides
+/// whether it gets a slot (perhaps one taken from an idle unauthenticated
+/// connection) or a `503` and a close. Never waiting here is what keeps the
+/// kernel's backlog empty, so a token holder's SYN is always answered.
+async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, conns: Arc<Conns>) {
     loop {
-        let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
-            return;
-        };
         let stream = match socket.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
@@ -172,22 +198,76 @@ async fn accept(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "setting TCP_NODELAY");
         }
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handle(Arc::clone(&state), listener, req));
-            let mut builder = http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES);
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
+        // Whether its bytes are already here, without waiting: a token
+        // holder's request usually is, and it must not be taken for silent.
+        let heard = rustix::net::recv(
+            &stream,
+            &mut [0u8; 1][..],
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        )
+        .is_ok_and(|(n, _)| n > 0);
+        match conns.admit(heard) {
+            Admission::Admitted(slot) => {
+                tokio::spawn(serve(stream, Arc::clone(&state), listener, Arc::new(slot)));
+            }
+            Admission::Full => refuse(&stream),
+        }
+    }
+}
+
+/// The answer to a connection past the limit when no slot could be freed:
+/// written without waiting (the socket's buffer is empty), then closed.
+fn refuse(stream: &TcpStream) {
+    let body = "{\"error\":\"every connection is in use (MCP_EXEC_HTTP_MAX_CONNECTIONS); \
+                retry\"}\n";
+    let full = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(full.as_bytes());
+    crate::metrics::http_connection_dropped("refused");
+}
+
+/// Serves one connection: it must send a first byte within
+/// [`SILENT_TIMEOUT`], then hyper serves it until it ends, times out, or
+/// is evicted for a newcomer.
+async fn serve(stream: TcpStream, state: Arc<HttpState>, listener: Listener, slot: Arc<ConnSlot>) {
+    let evicted = slot.evicted().clone();
+    // `peek`, not `readable()`: readiness may be reported before any byte
+    // has arrived, and a silent connection must stay evictable first.
+    let mut first = [0u8; 1];
+    let first = tokio::select! {
+        first = tokio::time::timeout(SILENT_TIMEOUT, stream.peek(&mut first)) => first,
+        () = evicted.cancelled() => return,
+    };
+    match first {
+        Ok(Ok(n)) if n > 0 => slot.heard(),
+        // Closed before a byte, or an error.
+        Ok(_) => return,
+        Err(_) => {
+            crate::metrics::http_connection_dropped("silent");
+            return;
+        }
+    }
+    let stall = state.app.config.http_stall_timeout;
+    let service =
+        service_fn(move |req| handle(Arc::clone(&state), listener, Arc::clone(&slot), req));
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let io = stall::Stalls::new(TokioIo::new(stream), stall);
+    tokio::select! {
+        // A WebSocket (`/jobs/<id>/tty`) takes the connection over.
+        served = builder.serve_connection(io, service).with_upgrades() => {
+            if let Err(e) = served {
                 tracing::debug!(error = %e, "HTTP connection ended");
             }
-            drop(permit);
-        });
+        }
+        // Dropping the connection closes the socket.
+        () = evicted.cancelled() => {}
     }
 }
 
@@ -196,12 +276,22 @@ async fn accept(
 async fn handle(
     state: Arc<HttpState>,
     listener: Listener,
+    slot: Arc<ConnSlot>,
     req: Request<Incoming>,
 ) -> Result<HttpReply, Infallible> {
-    let active = Active::new(&state);
+    let authorized = match (listener, &state.settings) {
+        (Listener::Main, Some(s)) => guard::authorized(s, req.headers()),
+        _ => false,
+    };
+    let active = Active::new(&state, slot.serving(authorized));
     let mut reply = route(&state, listener, req).await;
     reply.body_mut().hold(active);
     Ok(reply)
+}
+
+/// The `<id>` of `/jobs/<id>/tty`.
+fn tty_job(path: &str) -> Option<&str> {
+    path.strip_prefix("/jobs/")?.strip_suffix("/tty")
 }
 
 /// The guard, then the endpoint. The metrics listener serves the probes
@@ -210,9 +300,19 @@ async fn handle(
 async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming>) -> HttpReply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
+    if let Err(why) = guard::one_host(req.headers()) {
+        return status(StatusCode::BAD_REQUEST, why);
+    }
     let settings = match (listener, &state.settings) {
         (Listener::Main, Some(s)) => s,
-        _ => {
+        // The main listener runs only with its settings.
+        (Listener::Main, None) => return status(StatusCode::NOT_FOUND, "not found"),
+        (Listener::Metrics(bound), _) => {
+            // The same rebinding check as the main listener's: a page that
+            // rebinds its name to a loopback metrics port must not read it.
+            if let Err(why) = guard::host_on(bound, req.headers()) {
+                return status(StatusCode::FORBIDDEN, why);
+            }
             return match (method, path.as_str()) {
                 (Method::GET, "/metrics") => probes::metrics(state),
                 (Method::GET, "/healthz") => probes::health(state),
@@ -244,6 +344,10 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
         (Method::DELETE, "/mcp") => mcp::delete(state, &req),
         (Method::POST, "/exec") => exec::post(state, req).await,
         (_, p) if p.starts_with("/files/") || p == "/files" => files::handle(state, req).await,
+        (Method::GET, p) if let Some(id) = tty_job(p) => {
+            let id = id.to_owned();
+            tty::get(state, req, &id)
+        }
         (_, "/mcp") => mcp::not_allowed(),
         _ => status(StatusCode::NOT_FOUND, "not found"),
     }

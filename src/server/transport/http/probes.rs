@@ -43,6 +43,7 @@ pub(super) fn metrics(state: &HttpState) -> HttpReply {
     let text = crate::metrics::render(&crate::metrics::Snapshot {
         running,
         queued,
+        awaiting_input: state.app.jobs.awaiting_input(),
         capacity: state.app.config.max_running,
         http_sessions: lock(&state.sessions).len(),
         breaker_open: state.app.jobs.breaker_open(),

@@ -42,6 +42,10 @@ pub fn sse(rx: mpsc::Receiver<Bytes>) -> HttpReply {
     let mut r = typed(StatusCode::OK, "text/event-stream", Body::stream(rx));
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Reverse proxies (nginx) would otherwise buffer the events (2026-07-28
+    // Streamable HTTP: SHOULD).
+    r.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
 }
 

@@ -57,6 +57,15 @@ impl HttpSettings {
         };
         let addr = listen_address("MCP_EXEC_HTTP (--http)", raw)?;
         let token = match (&c.http_token_file, &c.http_token) {
+            // `MCP_EXEC_HTTP_TOKEN_FILE="$FILE"` with `FILE` unset: the
+            // operator meant a token, so serving without one is refused.
+            (Some(path), _) if path.trim().is_empty() => {
+                return Err(
+                    "MCP_EXEC_HTTP_TOKEN_FILE is set but empty: name the token file, \
+                            or unset the variable"
+                        .into(),
+                );
+            }
             (Some(path), _) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} cannot be read: {e}")
@@ -68,7 +77,13 @@ impl HttpSettings {
                 Some(t.as_bytes().to_vec())
             }
             (None, Some(t)) if !t.0.trim().is_empty() => Some(t.0.trim().as_bytes().to_vec()),
-            (None, Some(_)) => return Err("MCP_EXEC_HTTP_TOKEN is blank".into()),
+            (None, Some(_)) => {
+                return Err(
+                    "MCP_EXEC_HTTP_TOKEN is set but empty (an unset shell variable?): \
+                            give the token, or unset the variable to serve without one"
+                        .into(),
+                );
+            }
             (None, None) => None,
         };
         // A request's `Authorization` is compared only when it is visible
@@ -176,6 +191,17 @@ mod tests {
         c.http_token = Some(crate::config::Secret("t".into()));
         assert!(HttpSettings::from_config(&c).is_ok());
         assert!(HttpSettings::from_config(&config("127.0.0.1:0")).is_ok());
+    }
+
+    #[test]
+    fn a_token_variable_set_but_empty_is_refused_rather_than_serving_without_a_token() {
+        for (file, token) in [(None, Some("")), (None, Some("  ")), (Some(""), None)] {
+            let mut c = config("127.0.0.1:0");
+            c.http_token_file = file.map(str::to_owned);
+            c.http_token = token.map(|t| crate::config::Secret(t.into()));
+            let e = HttpSettings::from_config(&c).unwrap_err();
+            assert!(e.contains("set but empty"), "{e}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpSettings;
+use super::conns::InUse;
 use crate::server::session::McpSession;
 use crate::tools::App;
 
@@ -46,6 +47,9 @@ pub(super) struct HttpState {
     pub(super) settings: Option<HttpSettings>,
     pub(super) shutdown: CancellationToken,
     pub(super) sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// The MCP session that serves every 2026-07-28 request (stateless: it
+    /// holds only their calls in flight, never a revision or a client).
+    pub(super) stateless: Arc<McpSession>,
     pub(super) started: Instant,
     /// Requests in flight, whose responses are not fully handed to hyper.
     pub(super) active: watch::Sender<usize>,
@@ -59,6 +63,7 @@ impl HttpState {
         shutdown: &CancellationToken,
     ) -> Arc<HttpState> {
         Arc::new(HttpState {
+            stateless: McpSession::new(Arc::clone(&app), shutdown, "http"),
             app,
             settings,
             shutdown: shutdown.clone(),
@@ -87,6 +92,41 @@ impl HttpState {
     }
 }
 
+impl HttpState {
+    /// Enters a new session under `id`. At `MCP_EXEC_HTTP_MAX_SESSIONS`
+    /// the least recently used session with no request in flight ends to
+    /// make room (its client gets `404` next and initializes again, as for
+    /// an expired one); `false` when every session is busy (then the caller
+    /// refuses the new one).
+    pub(super) fn admit_session(&self, id: String, entry: Arc<HttpSession>) -> bool {
+        let max = self.app.config.http_max_sessions.max(1);
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() >= max {
+            let oldest = sessions
+                .iter()
+                .filter(|(_, e)| e.busy.load(Ordering::Acquire) == 0)
+                .min_by_key(|(_, e)| *lock(&e.last_used))
+                .map(|(id, _)| id.clone());
+            let Some(oldest) = oldest else {
+                return false;
+            };
+            let ended = sessions.remove(&oldest);
+            sessions.insert(id, entry);
+            drop(sessions);
+            if let Some(old) = ended {
+                tracing::info!(
+                    session = %oldest,
+                    "HTTP session ended for a new one (MCP_EXEC_HTTP_MAX_SESSIONS)"
+                );
+                old.session.end();
+            }
+            return true;
+        }
+        sessions.insert(id, entry);
+        true
+    }
+}
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -107,13 +147,17 @@ pub(super) async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
     }
 }
 
-/// Counts a request as in flight until dropped (it travels in the body).
-pub struct Active(Arc<HttpState>);
+/// Counts a request as in flight until dropped (it travels in the body),
+/// and keeps its connection marked as serving ([`InUse`]).
+pub struct Active(
+    Arc<HttpState>,
+    #[expect(dead_code, reason = "held for its Drop")] InUse,
+);
 
 impl Active {
-    pub(super) fn new(state: &Arc<HttpState>) -> Active {
+    pub(super) fn new(state: &Arc<HttpState>, conn: InUse) -> Active {
         state.active.send_modify(|n| *n += 1);
-        Active(Arc::clone(state))
+        Active(Arc::clone(state), conn)
     }
 }
 
