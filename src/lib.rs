@@ -40,6 +40,7 @@ mod metrics;
 mod policy;
 mod probe;
 mod protocol;
+mod random;
 mod server;
 mod tasks;
 mod terminal;

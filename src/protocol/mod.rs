@@ -247,16 +247,7 @@ pub fn success_line_raw(id: &RequestId, result_json: &str) -> String {
 
 /// An error response line; `id` is `None` when the request's id is unknown.
 pub fn error_line(id: Option<&RequestId>, code: ErrorCode, message: &str) -> String {
-    to_line(&ResponseOut::<()> {
-        jsonrpc: "2.0",
-        id: id.map_or(Value::Null, RequestId::to_value),
-        result: None,
-        error: Some(ErrorObject {
-            code,
-            message,
-            data: None,
-        }),
-    })
+    error_line_of(id, code, message, None)
 }
 
 /// An error response line with `data` (`-32022`'s `{supported, requested}`).
@@ -266,6 +257,15 @@ pub fn error_line_with_data(
     message: &str,
     data: &Value,
 ) -> String {
+    error_line_of(id, code, message, Some(data))
+}
+
+fn error_line_of(
+    id: Option<&RequestId>,
+    code: ErrorCode,
+    message: &str,
+    data: Option<&Value>,
+) -> String {
     to_line(&ResponseOut::<()> {
         jsonrpc: "2.0",
         id: id.map_or(Value::Null, RequestId::to_value),
@@ -273,7 +273,7 @@ pub fn error_line_with_data(
         error: Some(ErrorObject {
             code,
             message,
-            data: Some(data),
+            data,
         }),
     })
 }

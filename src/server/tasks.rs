@@ -79,6 +79,17 @@ fn stamp(t: std::time::SystemTime) -> String {
 
 /// `Task` as 2025-11-25 writes it.
 pub fn task_json(s: &Snapshot) -> Value {
+    task_json_keyed(s, "ttl", "pollInterval")
+}
+
+/// `Task` as the extension writes it (flat; `ttlMs`, `pollIntervalMs`).
+fn task_json_2026(s: &Snapshot) -> Value {
+    task_json_keyed(s, "ttlMs", "pollIntervalMs")
+}
+
+/// A `Task` whose two durations (in milliseconds) carry the names of its
+/// format.
+fn task_json_keyed(s: &Snapshot, ttl: &str, poll_interval: &str) -> Value {
     let mut v = json!({
         "taskId": s.tag.to_string(),
         "status": s.status.as_str(),
@@ -88,8 +99,8 @@ pub fn task_json(s: &Snapshot) -> Value {
     }
     v["createdAt"] = json!(stamp(s.created));
     v["lastUpdatedAt"] = json!(stamp(s.updated));
-    v["ttl"] = json!(u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX));
-    v["pollInterval"] = json!(tasks::POLL_INTERVAL.as_millis() as u64);
+    v[ttl] = json!(u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX));
+    v[poll_interval] = json!(tasks::POLL_INTERVAL.as_millis() as u64);
     v
 }
 
@@ -628,22 +639,6 @@ async fn server_directed(
     };
     tokio::spawn(drive(Arc::clone(app), tag, id, created, requestor, quiet));
     Ok(CallResult::Raw(task_json_2026(&snapshot), ResultType::Task))
-}
-
-/// `Task` as the extension writes it (flat; `ttlMs`, `pollIntervalMs`).
-fn task_json_2026(s: &Snapshot) -> Value {
-    let mut v = json!({
-        "taskId": s.tag.to_string(),
-        "status": s.status.as_str(),
-    });
-    if let Some(m) = &s.message {
-        v["statusMessage"] = json!(m);
-    }
-    v["createdAt"] = json!(stamp(s.created));
-    v["lastUpdatedAt"] = json!(stamp(s.updated));
-    v["ttlMs"] = json!(u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX));
-    v["pollIntervalMs"] = json!(tasks::POLL_INTERVAL.as_millis() as u64);
-    v
 }
 
 /// The extension's `DetailedTask`: the task with its result (`completed`)

@@ -218,19 +218,9 @@ pub struct Tasks {
 
 /// A fresh task id: 128 random bits from the kernel.
 pub fn new_tag() -> Result<TaskTag, CreateError> {
-    let mut raw = [0u8; 16];
-    let mut filled = 0;
-    while filled < raw.len() {
-        match rustix::rand::getrandom(&mut raw[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "getrandom failed");
-                return Err(CreateError::NoRandom);
-            }
-        }
-    }
-    Ok(TaskTag(u128::from_le_bytes(raw)))
+    crate::random::bits_128()
+        .map(TaskTag)
+        .ok_or(CreateError::NoRandom)
 }
 
 /// Parses a wire task id (32 lowercase hex digits).

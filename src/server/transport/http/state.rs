@@ -188,17 +188,5 @@ impl Drop for Busy {
 /// 128 random bits from the kernel, as 32 hex digits; `None` if the kernel
 /// has none to give (then there must be no session).
 pub(super) fn new_session_id() -> Option<String> {
-    let mut raw = [0u8; 16];
-    let mut filled = 0;
-    while filled < raw.len() {
-        match rustix::rand::getrandom(&mut raw[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "getrandom failed");
-                return None;
-            }
-        }
-    }
-    Some(raw.iter().map(|b| format!("{b:02x}")).collect())
+    crate::random::bits_128().map(|bits| format!("{:032x}", bits))
 }
