@@ -444,9 +444,16 @@ pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
                     Err(cancelled) => return Err(abandon(call, id, cancelled).await),
                     Ok(Err(StdinError::Write { error, .. })) => {
                         let fields = call.fields();
-                        let status = jobs.status(id, fields).unwrap_or_else(|| {
+                        let mut status = jobs.status(id, fields).unwrap_or_else(|| {
                             Status::new(id, &JobPhase::Running, None, None, fields)
                         });
+                        // The answer is `{job_id, state, stdin_error}` however
+                        // quickly the job ended: its result (exit code, signal)
+                        // stays with the kept job for `wait` to deliver once.
+                        status.exit_code = None;
+                        status.signal = None;
+                        status.signal_number = None;
+                        status.start_error = None;
                         let payload = Payload::object(StdinFailed {
                             status,
                             stdin_error: super::input::write_error(&error).to_string(),
