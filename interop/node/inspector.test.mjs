@@ -59,12 +59,18 @@ async function inspectEra(era, ...args) {
   }
 }
 
+// Each era's capabilities: 2025-11-25 Tasks in the legacy one, the Tasks extension in the modern one.
+const CAPABILITIES = {
+  legacy: { tools: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+  modern: { tools: {}, extensions: { 'io.modelcontextprotocol/tasks': {} } },
+};
+
 for (const [era, revision] of [['legacy', '2025-11-25'], ['modern', '2026-07-28']]) {
   test(`inspector in the ${era} era connects with ${revision} and runs execute`, async () => {
     const connected = await inspectEra(era, '--method', 'initialize');
     assert.equal(connected.protocolVersion, revision);
     assert.equal(connected.serverInfo.name, 'mcp-exec');
-    assert.deepEqual(connected.capabilities, { tools: {} });
+    assert.deepEqual(connected.capabilities, CAPABILITIES[era]);
     const { tools } = await inspectEra(era, '--method', 'tools/list');
     assert.equal(tools.length, 11);
     assert.ok(tools.every((t) => t.outputSchema && t.annotations));

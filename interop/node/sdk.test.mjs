@@ -61,7 +61,11 @@ test('initialize negotiates the SDK latest revision, 2025-11-25', () => {
   assert.equal(LATEST_PROTOCOL_VERSION, '2025-11-25');
   assert.equal(negotiated, '2025-11-25');
   assert.equal(client.getServerVersion()?.name, 'mcp-exec');
-  assert.deepEqual(client.getServerCapabilities(), { tools: {} });
+  // Tasks (SPEC §19): a 2025-11-25 session over stdio can list its tasks (one requestor).
+  assert.deepEqual(client.getServerCapabilities(), {
+    tools: {},
+    tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+  });
 });
 
 test('tools/list gives eleven tools with titles, annotations and output schemas', async () => {
