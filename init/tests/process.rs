@@ -693,10 +693,14 @@ fn a_group_whose_leader_died_while_a_member_survives_is_not_dead_until_that_memb
         !survivors.is_empty() && survivors != out.get("pgid"),
         "the survivor is the member, not the leader: {survivors}"
     );
-    assert_eq!(
-        out.get("term_phases"),
-        "Exiting,Draining",
-        "the phase follows the leader's reaping"
+    // The phase follows the leader's reaping: exiting while the leader is
+    // unreaped, then draining. A quick reaper may have reaped the leader
+    // (which TERM kills at once) before the step's first check, and then
+    // only the draining phase is waited through.
+    let term_phases = out.get("term_phases");
+    assert!(
+        ["Exiting,Draining", "Draining"].contains(&term_phases),
+        "the phase follows the leader's reaping: {term_phases}"
     );
     assert_eq!(out.get("kill_already_dead"), "false");
     assert_eq!(out.get("kill_dead"), "true");
