@@ -16,7 +16,8 @@
 //!   request, a `status` or `list_jobs` that shows a running job, and a
 //!   `wait` with `until.port` — that one on a bounded backoff
 //!   ([`FIRST_RELOOK`] doubling to [`LAST_RELOOK`], restarted by a listed
-//!   job's output), since a `listen()` makes no event.
+//!   job's output, and never shorter than [`LOOK_SHARE`] times the last
+//!   look), since a `listen()` makes no event.
 //! - A process that left its job's group and session (`setsid`, a
 //!   daemon's double fork) is no longer the job's: its sockets are listed
 //!   with `job_id: null`, never guessed.
@@ -34,7 +35,12 @@ pub(super) const FIRST_RELOOK: Duration = Duration::from_millis(5);
 
 /// The longest pause between two looks for a `wait` until a port: a listener
 /// shows within this (plus one look) of its `listen()`.
-pub(super) const LAST_RELOOK: Duration = Duration::from_millis(100);
+pub(super) const LAST_RELOOK: Duration = Duration::from_millis(50);
+
+/// A pause is at least this many times the last look's duration, so that a
+/// slow look (a busy host's `/proc`) costs a waiter at most a fifth of a
+/// core.
+pub(super) const LOOK_SHARE: u32 = 4;
 
 /// One listening socket, as `GET /ports` and a job's `ports` show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -27,7 +27,8 @@
 //! Listening on a port (`until.port`) has no event either: while a listed
 //! job runs, the wait looks at the listening sockets
 //! ([`super::ports`]) on the same kind of backoff (5 ms doubling to
-//! 100 ms), restarted by any listed job's output, and ends on the first look
+//! 50 ms, and at least 4 times the last look's duration), restarted by any
+//! listed job's output, and ends on the first look
 //! that finds a listed job listening on the port, over `tcp` or `tcp6`; that
 //! job's entry lists its ports.
 //!
@@ -337,6 +338,7 @@ impl Jobs {
             _ => ports::FIRST_RELOOK,
         };
         let all = self.shared.ports();
+        let took = now.elapsed();
         let found: HashMap<JobId, Vec<super::Port>> = running
             .iter()
             .filter(|&&(id, _)| all.iter().any(|p| p.job_id == Some(id) && p.port == port))
@@ -345,7 +347,8 @@ impl Jobs {
         if !found.is_empty() {
             return Ok(found);
         }
-        let at = now + pause;
+        let pause = pause.max(took * ports::LOOK_SHARE);
+        let at = Instant::now() + pause;
         *look = Some(PortLook { at, pause, outputs });
         Err(at)
     }

@@ -351,7 +351,7 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
             let id = id.to_owned();
             tty::get(state, req, &id)
         }
-        (Method::GET, "/ports") => ports::list(state),
+        (Method::GET, "/ports") => ports::list(state).await,
         (_, p) if let Some(target) = ports::proxy_path(p) => match target {
             Ok((port, tail)) => {
                 let tail = tail.to_owned();

@@ -58,10 +58,19 @@ struct Ports {
     ports: Vec<Port>,
 }
 
+/// The listening sockets, looked up off the runtime's threads (a look
+/// reads `/proc`: a millisecond in a container, more on a busy host).
+async fn look(state: &Arc<HttpState>) -> Vec<Port> {
+    let app = Arc::clone(&state.app);
+    tokio::task::spawn_blocking(move || app.jobs.ports())
+        .await
+        .unwrap_or_default()
+}
+
 /// `GET /ports`.
-pub(super) fn list(state: &Arc<HttpState>) -> HttpReply {
+pub(super) async fn list(state: &Arc<HttpState>) -> HttpReply {
     let body = Ports {
-        ports: state.app.jobs.ports(),
+        ports: look(state).await,
     };
     match serde_json::to_string(&body) {
         Ok(text) => json(StatusCode::OK, format!("{text}\n")),
@@ -152,7 +161,7 @@ pub(super) async fn proxy(
     port: u16,
     tail: &str,
 ) -> HttpReply {
-    let Some(addr) = target(&state.app.jobs.ports(), port) else {
+    let Some(addr) = target(&look(state).await, port) else {
         return status(
             StatusCode::BAD_GATEWAY,
             &format!(
