@@ -473,7 +473,7 @@ fn until_input_that_is_not_a_boolean_is_invalid_arguments(t: Target) {
     );
     assert_eq!(
         s.call_err("wait", json!({"job_ids": [id], "until": {"input": false}})),
-        "invalid arguments: \"until\" needs a \"pattern\", a \"quiet\" period or \"input\": true"
+        "invalid arguments: \"until\" needs a \"pattern\", a \"quiet\" period, \"input\": true or a \"port\""
     );
 }
 

@@ -23,6 +23,9 @@ mod files;
 /// `GET /jobs/<id>/tty`: terminal attach over a WebSocket, with the Python `websockets` client (SPEC §20).
 mod tty;
 
+/// Ports and previews (SPEC §22): `GET /ports`, `ports` fields, `wait` until a port, the `/ports/<n>/` proxy.
+mod ports;
+
 /// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
 mod abuse;
 

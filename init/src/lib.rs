@@ -32,6 +32,8 @@
 //! - [`group`]: group signals, verified death, and [`Init::escalate`] (TERM →
 //!   wait → KILL).
 //! - [`procinfo`]: survivor diagnostics from /proc.
+//! - [`listeners`]: listening TCP sockets and the processes holding them
+//!   (/proc/net/tcp{,6}, descriptor links).
 //! - [`shutdown`]: the bounded graceful-shutdown sequence.
 //! - `sys`: the only `unsafe` code, one wrapper per libc call.
 //!
@@ -49,6 +51,7 @@
 
 pub mod group;
 pub mod intake;
+pub mod listeners;
 pub mod procinfo;
 pub mod pty;
 pub mod reaper;

@@ -12,7 +12,8 @@
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
 //! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
-//! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet or awaits input | [`mod@wait`] |
+//! | [`Jobs::ports`] | listening TCP sockets, attributed to jobs (SPEC §22) | [`ports`] |
+//! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet, awaits input or listens on a port | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
 //! | [`Jobs::follow_raw`] | a job's raw stdout, gaps said, and how it ended; never takes the result | [`follow`] |
 //! | [`Jobs::attach_writer`] | the one attached terminal writer, or a takeover | [`attach`] |
@@ -41,6 +42,8 @@
 //! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
 //! - [`awaiting`]: whether a running job is blocked reading its stdin or
 //!   terminal (SPEC §20.1), for `status`, `list`, `wait_any` and the gauge.
+//! - [`ports`]: listening TCP sockets and the jobs that hold them (SPEC
+//!   §22), for `ports`, `status`, `list` and `wait_any`.
 
 mod attach;
 mod awaiting;
@@ -48,6 +51,7 @@ mod breaker;
 mod follow;
 mod launch;
 pub mod oom;
+mod ports;
 pub mod result;
 mod runner;
 mod shell_session;
@@ -69,6 +73,7 @@ pub use attach::{AttachError, WriterLease};
 pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
 pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
+pub use ports::Port;
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
 pub use signal::{Delivery, JobSignalError, Plan, Signalled};
@@ -231,16 +236,22 @@ impl Jobs {
     }
 
     /// [`Jobs::status`], and with Part II fields a running job blocked
-    /// reading its input says so (SPEC §20.1: the `status` tool).
+    /// reading its input says so (SPEC §20.1: the `status` tool), and one
+    /// that listens names its ports (SPEC §22).
     pub fn status_with_input(&self, id: JobId, fields: Fields) -> Option<Status> {
         let status = self.status(id, fields)?;
-        let awaiting = fields.has_part_two()
-            && status.state == "running"
+        let running = fields.has_part_two() && status.state == "running";
+        let awaiting = running
             && matches!(
                 self.shared.awaiting_input(id, &mut None),
                 awaiting::Awaiting::Yes(_)
             );
-        Some(status.awaiting_input(awaiting))
+        let ports = if running {
+            ports::of(&self.shared.ports(), id)
+        } else {
+            Vec::new()
+        };
+        Some(status.awaiting_input(awaiting).listening(ports))
     }
 
     /// Job `id`'s status with the slices asked for; never removes it.
@@ -281,8 +292,21 @@ impl Jobs {
     }
 
     /// Every job not delivered yet, oldest first; a running job blocked
-    /// reading its input is marked so (SPEC §20.1).
+    /// reading its input is marked so (SPEC §20.1), and one that listens
+    /// carries its ports (SPEC §22).
     pub fn list(&self) -> Vec<Listed> {
+        let mut listed = self.list_awaiting();
+        if listed.iter().any(|l| l.phase == JobPhase::Running) {
+            let all = self.shared.ports();
+            for l in listed.iter_mut().filter(|l| l.phase == JobPhase::Running) {
+                l.ports = ports::of(&all, l.id);
+            }
+        }
+        listed
+    }
+
+    /// [`Jobs::list`] without the ports.
+    fn list_awaiting(&self) -> Vec<Listed> {
         let mut listed = self.shared.table.list();
         let mut procs = None;
         for l in &mut listed {
@@ -298,7 +322,10 @@ impl Jobs {
     /// How many running jobs are blocked reading their input now (the
     /// gauge `mcp_exec_jobs_awaiting_input`, read at scrape).
     pub fn awaiting_input(&self) -> usize {
-        self.list().iter().filter(|l| l.awaiting_input).count()
+        self.list_awaiting()
+            .iter()
+            .filter(|l| l.awaiting_input)
+            .count()
     }
 
     /// Tears job `id` down (a cancelled blocking `execute`, whose caller

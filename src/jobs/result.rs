@@ -2,7 +2,7 @@
 //!
 //! Field order is the declaration order: `job_id`, `state`, `queued_for`,
 //! `label`, `tty`, `exit_code`, `signal`, `signal_number`, `start_error`,
-//! `awaiting_input`, `timed_out`, `cause`, `started_at`, `duration_ms`,
+//! `awaiting_input`, `ports`, `timed_out`, `cause`, `started_at`, `duration_ms`,
 //! `queued_ms`, `screen`, `stdout`, `stderr`.
 //! - `state`: `queued` (waiting for capacity; shown as `running` to
 //!   2024-11-05 sessions), `running`, `success` (exit code 0 and not ended at a
@@ -17,6 +17,10 @@
 //! - `awaiting_input`: `true` while a running job is blocked reading its
 //!   stdin or terminal (SPEC §20.1), from 2025-03-26 on, in `status`,
 //!   `list_jobs` and `wait` entries (the verbs that look); never `false`.
+//! - `ports`: the sockets a running job listens on (SPEC §22), each
+//!   `{port, proto, addr, loopback_only, pid, job_id}`, from 2025-03-26 on,
+//!   in `status` and `list_jobs` entries and in a `wait` entry that
+//!   `until.port` ended; absent when it listens on nothing.
 //! - Part II fields, from revision 2025-03-26 on and only when they apply:
 //!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
 //!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
@@ -31,6 +35,7 @@
 
 use serde::Serialize;
 
+use super::ports::Port;
 use super::state::{Cause, JobId, JobPhase, JobState};
 use super::table::{Gone, Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec, Window};
@@ -99,6 +104,10 @@ pub struct Status {
     /// §20.1); absent otherwise, and when nobody looked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub awaiting_input: Option<bool>,
+    /// The sockets a running job listens on (SPEC §22); absent when none,
+    /// and when nobody looked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<Port>>,
 }
 
 impl Status {
@@ -129,6 +138,7 @@ impl Status {
             signal_number: None,
             start_error: None,
             awaiting_input: None,
+            ports: None,
         };
         match phase {
             JobPhase::Queued | JobPhase::Running => {}
@@ -186,12 +196,27 @@ impl Status {
         self
     }
 
+    /// `ports` when a look found the running job listening (SPEC §22),
+    /// for Part II fields only (the caller looks only for those).
+    pub fn listening(mut self, ports: Vec<Port>) -> Status {
+        if !ports.is_empty() && self.queued_for.is_none() && self.exit_code.is_none() {
+            self.ports = Some(ports);
+        }
+        self
+    }
+
     /// The status of a listed job.
     pub fn listed(l: &Listed, fields: Fields) -> Status {
+        let ports = if fields.has_part_two() {
+            l.ports.clone()
+        } else {
+            Vec::new()
+        };
         Status::new(l.id, &l.phase, None, l.label.as_deref(), fields)
             .waiting_for_shell_session(l.waits_for_shell_session)
             .on_terminal(l.tty, fields)
             .awaiting_input(l.awaiting_input && fields.has_part_two())
+            .listening(ports)
     }
 
     /// How a job ended whose result another request took.

@@ -194,6 +194,7 @@ impl Job {
             waits_for_shell_session: self.waits_for_shell_session,
             awaiting_input: false,
             tty: self.tty.is_tty(),
+            ports: Vec::new(),
         }
     }
 }
@@ -243,6 +244,9 @@ pub struct Listed {
     pub awaiting_input: bool,
     /// A terminal job (SPEC §20).
     pub tty: bool,
+    /// The sockets it listens on, when someone looked ([`super::Jobs::list`],
+    /// a `wait` until a port; SPEC §22).
+    pub ports: Vec<super::ports::Port>,
 }
 
 /// How a job that a waiter listed ended, after another request took its
@@ -827,6 +831,17 @@ impl JobTable {
     /// Every job, oldest first.
     pub(super) fn list(&self) -> Vec<Listed> {
         self.lock().jobs.values().map(Job::listed).collect()
+    }
+
+    /// Every started job's id and process group, with whether it is a
+    /// terminal job's (whose processes are its session's), oldest first
+    /// (ports: which job a socket's holder belongs to).
+    pub(super) fn groups(&self) -> Vec<(JobId, Pid, bool)> {
+        self.lock()
+            .jobs
+            .values()
+            .filter_map(|j| j.state.pgid().map(|p| (j.id, p, j.tty.is_tty())))
+            .collect()
     }
 
     /// The process groups of every started job in the table (for

@@ -1,6 +1,6 @@
 //! `wait_any`: until any listed job is terminal (SPEC §4.3), prints what
 //! the caller waits for, goes quiet (SPEC §12.9), awaits input (SPEC
-//! §20.1), or the deadline.
+//! §20.1), listens on a port (SPEC §22), or the deadline.
 //!
 //! Terminal jobs are claimed in one critical section
 //! ([`super::table::JobTable::claim_terminal_among`]): the answer delivers
@@ -24,6 +24,14 @@
 //! the first look that finds it reading. Other wake-ups (any job's output)
 //! do not make it look sooner than its backoff says.
 //!
+//! Listening on a port (`until.port`) has no event either: while a listed
+//! job runs, the wait looks at the listening sockets
+//! ([`super::ports`]) on the same kind of backoff (5 ms doubling to
+//! 50 ms, and at least 4 times the last look's duration), restarted by any
+//! listed job's output, and ends on the first look
+//! that finds a listed job listening on the port, over `tcp` or `tcp6`; that
+//! job's entry lists its ports.
+//!
 //! A job that the call listed and another request (a `kill`, another
 //! `wait`) took while the call waited is answered as
 //! [`WaitEntry::Elsewhere`] with how it ended (SPEC §4.8a); a job unknown
@@ -36,6 +44,7 @@ use regex::bytes::Regex;
 use tokio::time::Instant;
 
 use super::awaiting::{self, Awaiting};
+use super::ports;
 use super::table::{Check, Gone, Job, Listed, TableEntry};
 use super::{JobId, Jobs, Owner, Stream, TaskTag};
 use crate::capture::{Redact, StreamSpec};
@@ -53,6 +62,8 @@ pub struct Until {
     pub quiet: Option<Duration>,
     /// Return when a listed job is blocked reading its stdin or terminal.
     pub input: bool,
+    /// Return when a listed job listens on this TCP port (SPEC §22).
+    pub port: Option<u16>,
 }
 
 /// Where a pattern matched, in the raw stream.
@@ -75,6 +86,21 @@ pub enum Trigger {
     WentQuiet(Duration),
     /// It is blocked reading its stdin or terminal.
     AwaitingInput,
+    /// It listens on the port `until` named (its entry lists its ports).
+    Listening,
+}
+
+/// When a `wait` until a port looks at `/proc` again: a `listen()` makes no
+/// event, so on a backoff, restarted by a listed job's output (a server
+/// usually says it listens right after it does).
+#[derive(Debug)]
+struct PortLook {
+    /// Not before then.
+    at: Instant,
+    /// The pause after the next look that finds nothing.
+    pause: Duration,
+    /// The listed jobs' `last_output` at the last look.
+    outputs: Vec<Instant>,
 }
 
 /// When a `wait` looks again at a silent job that was not reading: the
@@ -137,6 +163,7 @@ impl Jobs {
         }
         let _waiter = table.register_waiter(ids).map_err(WaitError::Unknown)?;
         let mut relooks: HashMap<JobId, Relook> = HashMap::new();
+        let mut port_look: Option<PortLook> = None;
         table
             .watch(until.is_some(), || {
                 let entries = match table.claim_terminal_among(ids) {
@@ -144,10 +171,22 @@ impl Jobs {
                     Err(missing) => return Check::Done(Err(WaitError::Unknown(missing))),
                 };
                 let done = entries.iter().any(|e| !matches!(e, TableEntry::Pending(_)));
-                let (triggers, next_quiet) = match (until, done) {
+                let (mut triggers, mut next_quiet) = match (until, done) {
                     (Some(u), false) => self.triggers(ids, u, redact, &mut relooks),
                     _ => (HashMap::new(), None),
                 };
+                let mut listening = HashMap::new();
+                if let (Some(port), false) = (until.and_then(|u| u.port), done) {
+                    match self.port_look(ids, port, &mut port_look) {
+                        Ok(found) => {
+                            for (id, ports) in found {
+                                triggers.entry(id).or_insert(Trigger::Listening);
+                                listening.insert(id, ports);
+                            }
+                        }
+                        Err(at) => next_quiet = Some(next_quiet.map_or(at, |n| n.min(at))),
+                    }
+                }
                 let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
                 if done || !triggers.is_empty() || timed_out {
                     return Check::Done(Ok(entries
@@ -159,6 +198,7 @@ impl Jobs {
                             TableEntry::Pending(mut l) => {
                                 let trigger = triggers.get(&l.id).copied();
                                 l.awaiting_input = matches!(trigger, Some(Trigger::AwaitingInput));
+                                l.ports = listening.remove(&l.id).unwrap_or_default();
                                 WaitEntry::Pending(l, trigger)
                             }
                         })
@@ -261,6 +301,56 @@ impl Jobs {
             }
         }
         (triggers, next_quiet)
+    }
+
+    /// Looks for listed running jobs listening on `port`, unless the backoff
+    /// says not yet: `Ok` with each such job's ports (empty: none listens),
+    /// or when to look again.
+    fn port_look(
+        &self,
+        ids: &[JobId],
+        port: u16,
+        look: &mut Option<PortLook>,
+    ) -> Result<HashMap<JobId, Vec<super::Port>>, Instant> {
+        let table = &self.shared.table;
+        let running: Vec<(JobId, Instant)> = ids
+            .iter()
+            .filter_map(|&id| {
+                table
+                    .with(id, |j| {
+                        (matches!(j.phase(), super::JobPhase::Running))
+                            .then_some((id, j.last_output))
+                    })
+                    .flatten()
+            })
+            .collect();
+        if running.is_empty() {
+            // Nothing could listen yet (queued) or any more: the next
+            // change (a start, an end) wakes the wait.
+            *look = None;
+            return Ok(HashMap::new());
+        }
+        let now = Instant::now();
+        let outputs: Vec<Instant> = running.iter().map(|&(_, o)| o).collect();
+        let pause = match look.as_ref() {
+            Some(l) if l.outputs == outputs && now < l.at => return Err(l.at),
+            Some(l) if l.outputs == outputs => (l.pause * 2).min(ports::LAST_RELOOK),
+            _ => ports::FIRST_RELOOK,
+        };
+        let all = self.shared.ports();
+        let took = now.elapsed();
+        let found: HashMap<JobId, Vec<super::Port>> = running
+            .iter()
+            .filter(|&&(id, _)| all.iter().any(|p| p.job_id == Some(id) && p.port == port))
+            .map(|&(id, _)| (id, ports::of(&all, id)))
+            .collect();
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let pause = pause.max(took * ports::LOOK_SHARE);
+        let at = Instant::now() + pause;
+        *look = Some(PortLook { at, pause, outputs });
+        Err(at)
     }
 
     /// Looks at running job `id` for input, unless its backoff says not yet:

@@ -3,7 +3,8 @@
 //! No input. Output: `{"jobs":[{"job_id","state"},…]}`; from 2025-03-26 on
 //! entries also carry `queued_for` (a queued job), `label` (when set) and
 //! `awaiting_input: true` (a running job blocked reading its stdin or
-//! terminal, SPEC §20.1).
+//! terminal, SPEC §20.1) and `ports` (the sockets a running job listens on,
+//! SPEC §22; absent when none).
 
 use serde::Serialize;
 use serde_json::json;
@@ -29,7 +30,8 @@ pub const TOOL: Tool = Tool {
                     "state": {"type": "string"},
                     "queued_for": {"type": "string"},
                     "label": {"type": "string"},
-                    "awaiting_input": {"type": "boolean"}
+                    "awaiting_input": {"type": "boolean"},
+                    "ports": super::schema::ports_schema()
                 },
                 "required": ["job_id", "state"]
             })
@@ -67,6 +69,8 @@ struct Entry {
     label: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     awaiting_input: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ports: Option<Vec<crate::jobs::Port>>,
 }
 
 fn run<'a>(call: &'a Call, _: &'a Args) -> Running<'a> {
@@ -87,6 +91,7 @@ fn list(call: &Call) -> ToolOutcome {
                 queued_for: s.queued_for,
                 label: s.label,
                 awaiting_input: s.awaiting_input,
+                ports: s.ports,
             }
         })
         .collect();

@@ -67,7 +67,8 @@ pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
             "signal": {"type": "string"},
             "signal_number": {"type": "integer"},
             "start_error": {"type": "string"},
-            "awaiting_input": {"type": "boolean", "description": "true while the running job is blocked reading its stdin or terminal"}
+            "awaiting_input": {"type": "boolean", "description": "true while the running job is blocked reading its stdin or terminal"},
+            "ports": ports_schema()
         })
     } else {
         json!({
@@ -149,6 +150,27 @@ pub fn screen_schema() -> Value {
 /// The status object (SPEC §4.4).
 pub fn status_schema(rev: Revision) -> Value {
     json!({"type": "object", "properties": status_props(rev), "required": ["job_id", "state"]})
+}
+
+/// The `ports` of a running job that listens (SPEC §22), as `GET /ports`
+/// lists them.
+pub fn ports_schema() -> Value {
+    json!({
+        "type": "array",
+        "description": "the TCP sockets the running job listens on",
+        "items": {
+            "type": "object",
+            "properties": {
+                "port": {"type": "integer"},
+                "proto": {"type": "string", "enum": ["tcp", "tcp6"]},
+                "addr": {"type": "string"},
+                "loopback_only": {"type": "boolean"},
+                "pid": {"type": ["integer", "null"]},
+                "job_id": {"type": ["string", "null"]}
+            },
+            "required": ["port", "proto", "addr", "loopback_only", "pid", "job_id"]
+        }
+    })
 }
 
 /// A `job_id` input property.

@@ -5,7 +5,7 @@
 //! Input: `job_ids` (non-empty array of strings, duplicates allowed),
 //! `timeout` (seconds; default `MCP_EXEC_DEFAULT_TIMEOUT`; `<= 0` polls),
 //! and from 2025-03-26 on `until`: `{pattern, stream: "stdout"|"stderr"|"any",
-//! from, quiet, input}`.
+//! from, quiet, input, port}`.
 //! Output: an array in `job_ids` order. Terminal jobs carry their full result
 //! and are removed (delivered here and nowhere else); the others are their
 //! status (`{job_id, state:"running"}`). A later duplicate of an id
@@ -14,14 +14,16 @@
 //! call, and so does a job a `POST /exec` stream owns (`job "job-7" is
 //! owned by an /exec stream`): only its stream delivers it (SPEC §11.2).
 //!
-//! `until` adds three more reasons to return, none of which delivers
+//! `until` adds four more reasons to return, none of which delivers
 //! anything: a listed job still running whose retained output at or after
 //! byte `from` (default 0, so a line printed before the call counts: no
 //! race) matches `pattern` — its entry carries `matched: {stream, offset,
 //! bytes}` of the first match —, a listed job that has written nothing
 //! for `quiet` seconds — its entry carries `went_quiet: <seconds>` —, or,
 //! with `input: true`, a listed job blocked reading its stdin or terminal
-//! (SPEC §20.1) — its entry carries `awaiting_input: true`. The conditions
+//! (SPEC §20.1) — its entry carries `awaiting_input: true` —, or, with
+//! `port: N`, a listed job listening on TCP port N (SPEC §22) — its entry
+//! carries `ports`, the job's listening sockets. The conditions
 //! combine; each entry says which one its job met, and an answer whose
 //! entries carry none of them (and no result) ended at the timeout. A
 //! terminal job's triggered entry also carries its `screen` (SPEC §20).
@@ -76,13 +78,14 @@ fn input_schema(rev: Revision) -> Value {
     if rev.has_part_two() {
         s["properties"]["until"] = json!({
             "type": "object",
-            "description": "Also return, without delivering anything, when a listed running job's output at or after byte `from` (default 0: output printed before the call counts) matches `pattern` (entry gains matched:{stream, offset, bytes}), when a listed job has written nothing for `quiet` seconds (entry gains went_quiet), or, with `input: true`, when a listed job is blocked reading its stdin or terminal (entry gains awaiting_input: true). Conditions combine: the first met ends the wait.",
+            "description": "Also return, without delivering anything, when a listed running job's output at or after byte `from` (default 0: output printed before the call counts) matches `pattern` (entry gains matched:{stream, offset, bytes}), when a listed job has written nothing for `quiet` seconds (entry gains went_quiet), with `input: true`, when a listed job is blocked reading its stdin or terminal (entry gains awaiting_input: true), or, with `port`, when a listed job listens on that TCP port (entry gains ports). Conditions combine: the first met ends the wait.",
             "properties": {
                 "pattern": {"type": "string", "description": "A regular expression (Rust regex syntax)."},
                 "stream": {"type": "string", "enum": ["stdout", "stderr", "any"], "description": "Default any."},
                 "from": {"type": "integer", "minimum": 0},
                 "quiet": {"type": "number", "exclusiveMinimum": 0},
-                "input": {"type": "boolean", "description": "Return when a listed job waits for input (a prompt)."}
+                "input": {"type": "boolean", "description": "Return when a listed job waits for input (a prompt)."},
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "Return when a listed job listens on this TCP port (entry gains ports)."}
             }
         });
     }
@@ -179,9 +182,20 @@ fn parse_until(a: &Args) -> Result<Option<Until>, ToolError> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(ToolError::invalid("\"until.input\" must be a boolean")),
     };
-    if pattern.is_none() && quiet.is_none() && !input {
+    let port = match u.get("port") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|&p| p > 0)
+                .ok_or_else(|| {
+                    ToolError::invalid("\"until.port\" must be a TCP port (1 to 65535)")
+                })?,
+        ),
+    };
+    if pattern.is_none() && quiet.is_none() && !input && port.is_none() {
         return Err(ToolError::invalid(
-            "\"until\" needs a \"pattern\", a \"quiet\" period or \"input\": true",
+            "\"until\" needs a \"pattern\", a \"quiet\" period, \"input\": true or a \"port\"",
         ));
     }
     Ok(Some(Until {
@@ -190,6 +204,7 @@ fn parse_until(a: &Args) -> Result<Option<Until>, ToolError> {
         from,
         quiet,
         input,
+        port,
     }))
 }
 
@@ -282,7 +297,8 @@ fn render(e: WaitEntry, jobs: &Jobs, view: &View<'_>, claimed: &mut Vec<Job>) ->
                 Trigger::WentQuiet(silent) => {
                     (None, Some((silent.as_secs_f64() * 1000.0).round() / 1000.0))
                 }
-                Trigger::AwaitingInput => (None, None),
+                // `Status::listed` carries `awaiting_input: true`, `ports`.
+                Trigger::AwaitingInput | Trigger::Listening => (None, None),
             };
             Entry::Triggered {
                 status,

@@ -1,14 +1,14 @@
-//! The response body: whole (with its length), or a stream of chunks a task
-//! sends over a channel (SSE; a file, with its length). Either may hold the request's
+//! The response body: whole (with its length), a stream of chunks a task
+//! sends over a channel (SSE; a file, with its length), or a proxied
+//! port's answer as it arrives (`/ports/<n>/`). Either may hold the request's
 //! [`Active`] count, so a response counts as in flight until
 //! hyper has taken its last byte and dropped the body.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use hyper::body::{Frame, SizeHint};
+use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::sync::mpsc;
 
 use super::state::Active;
@@ -23,6 +23,8 @@ enum Kind {
     Full(Option<Bytes>),
     /// Chunks, and the total length when it is known in advance.
     Stream(mpsc::Receiver<Bytes>, Option<u64>),
+    /// A proxied answer's body, frame by frame (`/ports/<n>/`).
+    Upstream(Incoming),
 }
 
 impl Body {
@@ -57,6 +59,15 @@ impl Body {
         }
     }
 
+    /// The body of an answer from a proxied port, passed on as it arrives
+    /// (its trailers too); an error from the target ends this body with it.
+    pub fn upstream(body: Incoming) -> Body {
+        Body {
+            kind: Kind::Upstream(body),
+            _active: None,
+        }
+    }
+
     /// Keeps `active` until the body is dropped.
     pub fn hold(&mut self, active: Active) {
         self._active = Some(active);
@@ -65,20 +76,25 @@ impl Body {
 
 impl hyper::body::Body for Body {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = hyper::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Kind::Stream(rx, _) => rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b)))),
+            Kind::Upstream(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self.kind, Kind::Full(None))
+        match &self.kind {
+            Kind::Full(b) => b.is_none(),
+            Kind::Stream(..) => false,
+            Kind::Upstream(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -86,6 +102,7 @@ impl hyper::body::Body for Body {
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Stream(_, Some(len)) => SizeHint::with_exact(*len),
             Kind::Stream(_, None) => SizeHint::default(),
+            Kind::Upstream(body) => body.size_hint(),
         }
     }
 }

@@ -23,6 +23,8 @@
 //!   API (SPEC §13.2).
 //! - [`tty`]: `GET /jobs/<id>/tty`, a human attached to a job's terminal
 //!   over a WebSocket (SPEC §20).
+//! - [`ports`]: `GET /ports`, and `/ports/<n>/…`, the preview proxy to a
+//!   port listening in the container, WebSockets included (SPEC §22).
 //!
 //! # Disconnects (SPEC §10)
 //! When the client goes away, hyper drops the handler's future (JSON) or
@@ -54,6 +56,7 @@ mod exec;
 mod files;
 pub mod guard;
 mod mcp;
+mod ports;
 mod probes;
 mod read;
 mod reply;
@@ -348,6 +351,17 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
             let id = id.to_owned();
             tty::get(state, req, &id)
         }
+        (Method::GET, "/ports") => ports::list(state).await,
+        (_, p) if let Some(target) = ports::proxy_path(p) => match target {
+            Ok((port, tail)) => {
+                let tail = tail.to_owned();
+                ports::proxy(state, req, port, &tail).await
+            }
+            Err(()) => status(
+                StatusCode::NOT_FOUND,
+                "a port is 1 to 65535: /ports/<n>/<path>",
+            ),
+        },
         (_, "/mcp") => mcp::not_allowed(),
         _ => status(StatusCode::NOT_FOUND, "not found"),
     }

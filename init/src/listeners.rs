@@ -1,0 +1,385 @@
+//! Listening TCP sockets and the processes holding them, from `/proc`
+//! (SPEC §22: ports).
+//!
+//! One look, on demand ([`listening`]): the sockets in state `LISTEN` of
+//! this process's network namespace (the container's), asked of the kernel
+//! with one `NETLINK_SOCK_DIAG` dump for `TCPF_LISTEN` (`ss -lt` does the
+//! same: the kernel then walks its listening hash only, where reading
+//! `/proc/net/tcp` makes it walk every bucket of the established hash too —
+//! milliseconds on a big host), or, where `sock_diag` is not available,
+//! the `0A` rows of `/proc/net/tcp` and `/proc/net/tcp6`; then, only if
+//! there is a listener, every
+//! process's descriptors (`/proc/PID/fd/N` links of the form
+//! `socket:[INODE]`) to find who holds each, and those holders' process
+//! group and session (`/proc/PID/stat`).
+//!
+//! # Invariants
+//! - Nothing runs in the background and nothing is cached: the caller
+//!   decides when to look (a `GET /ports`, a `status`, a `wait` until a
+//!   port), and no listener means no descriptor walk.
+//! - Best effort, never an error: a process that vanishes mid-look, or
+//!   whose descriptors cannot be read (another user's, without
+//!   `CAP_SYS_PTRACE`), is simply no holder; a socket with no readable
+//!   holder is still listed, with none.
+//! - Addresses are the kernel's: `procfs` decodes the hex words of
+//!   `/proc/net/tcp{,6}` (native byte order) into `SocketAddr`s.
+
+use std::collections::HashMap;
+use std::fs;
+use std::net::{IpAddr, SocketAddr};
+
+use procfs::net::{TcpNetEntry, TcpState};
+
+/// Which table a socket came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Proto {
+    /// `/proc/net/tcp`.
+    Tcp,
+    /// `/proc/net/tcp6` (a dual-stack `[::]` bind is here too).
+    Tcp6,
+}
+
+impl Proto {
+    /// `tcp` or `tcp6`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Tcp6 => "tcp6",
+        }
+    }
+}
+
+/// A process holding a listening socket open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder {
+    /// Its pid.
+    pub pid: i32,
+    /// Its process group.
+    pub pgrp: i32,
+    /// Its session.
+    pub session: i32,
+}
+
+/// One listening socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listening {
+    /// The bound address and port.
+    pub addr: SocketAddr,
+    /// Its table.
+    pub proto: Proto,
+    /// The processes that hold it open, lowest pid first (several after a
+    /// `fork`, none when none could be read).
+    pub holders: Vec<Holder>,
+}
+
+impl Listening {
+    /// Whether it accepts connections to a loopback address only
+    /// (`127.0.0.0/8`, `::1`, or `::ffff:127.x.y.z`): not reachable from
+    /// outside the container.
+    pub fn loopback_only(&self) -> bool {
+        is_loopback(self.addr.ip())
+    }
+}
+
+/// Whether `ip` is a loopback address, a v4-mapped one included.
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// A listening socket before its holders are known.
+struct Socket {
+    addr: SocketAddr,
+    proto: Proto,
+    inode: u64,
+}
+
+/// Every listening TCP socket now, with its holders, sorted by port,
+/// table and address.
+pub fn listening() -> Vec<Listening> {
+    let sockets = match diag::listening() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(error = %e, "sock_diag: reading /proc/net/tcp instead");
+            from_proc()
+        }
+    };
+    if sockets.is_empty() {
+        return Vec::new();
+    }
+    let holders = holders(&sockets.iter().map(|s| s.inode).collect::<Vec<_>>());
+    let mut out: Vec<Listening> = sockets
+        .into_iter()
+        .map(|s| Listening {
+            addr: s.addr,
+            proto: s.proto,
+            holders: holders.get(&s.inode).cloned().unwrap_or_default(),
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.addr.port(), a.proto, a.addr.ip()).cmp(&(b.addr.port(), b.proto, b.addr.ip()))
+    });
+    out
+}
+
+/// The listening sockets of `/proc/net/tcp{,6}`.
+fn from_proc() -> Vec<Socket> {
+    let mut sockets = Vec::new();
+    for (table, proto) in [
+        (procfs::net::tcp(), Proto::Tcp),
+        (procfs::net::tcp6(), Proto::Tcp6),
+    ] {
+        match table {
+            Ok(entries) => sockets.extend(
+                entries
+                    .into_iter()
+                    .filter(|e: &TcpNetEntry| e.state == TcpState::Listen)
+                    .map(|e| Socket {
+                        addr: e.local_address,
+                        proto,
+                        inode: e.inode,
+                    }),
+            ),
+            Err(e) => tracing::debug!(error = %e, table = proto.name(), "reading the TCP table"),
+        }
+    }
+    sockets
+}
+
+/// The `NETLINK_SOCK_DIAG` dump of listening TCP sockets (`inet_diag`,
+/// linux/inet_diag.h), both families, one request each. The structures
+/// are written and read as bytes at their documented offsets (native
+/// byte order for the netlink header and the inode, network order for
+/// ports and addresses).
+mod diag {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+    use rustix::net::{
+        AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType, netlink, recv, send,
+        socket_with,
+    };
+
+    use super::{Proto, Socket};
+
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_DUMP: u16 = 0x300;
+    const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
+    const IPPROTO_TCP: u8 = 6;
+    const TCP_LISTEN: u32 = 10;
+    const AF_INET: u8 = 2;
+    const AF_INET6: u8 = 10;
+    /// `struct nlmsghdr`.
+    const HEADER: usize = 16;
+    /// `struct inet_diag_msg`.
+    const MESSAGE: usize = 72;
+
+    pub(super) fn listening() -> std::io::Result<Vec<Socket>> {
+        let fd = socket_with(
+            AddressFamily::NETLINK,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC,
+            Some(netlink::SOCK_DIAG),
+        )?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 32 * 1024];
+        for (seq, family) in [(1u32, AF_INET), (2, AF_INET6)] {
+            // nlmsghdr + inet_diag_req_v2 (its inet_diag_sockid all zero).
+            const LEN: usize = HEADER + 56;
+            let mut req = [0u8; LEN];
+            req[0..4].copy_from_slice(&(LEN as u32).to_ne_bytes());
+            req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+            req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+            req[8..12].copy_from_slice(&seq.to_ne_bytes());
+            req[HEADER] = family;
+            req[HEADER + 1] = IPPROTO_TCP;
+            req[HEADER + 4..HEADER + 8].copy_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
+            send(&fd, &req, SendFlags::empty())?;
+            'dump: loop {
+                let n = recv(&fd, &mut buf[..], RecvFlags::empty())?.0;
+                if n == 0 {
+                    break;
+                }
+                let mut at = 0;
+                while at + HEADER <= n {
+                    let word =
+                        |o: usize| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+                    let len = word(at) as usize;
+                    let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+                    if len < HEADER || at + len > n {
+                        break;
+                    }
+                    match kind {
+                        NLMSG_DONE => break 'dump,
+                        NLMSG_ERROR => {
+                            let code = i32::from_ne_bytes([
+                                buf[at + HEADER],
+                                buf[at + HEADER + 1],
+                                buf[at + HEADER + 2],
+                                buf[at + HEADER + 3],
+                            ]);
+                            return Err(std::io::Error::from_raw_os_error(-code));
+                        }
+                        SOCK_DIAG_BY_FAMILY if len >= HEADER + MESSAGE => {
+                            if let Some(s) = parse(&buf[at + HEADER..at + HEADER + MESSAGE]) {
+                                out.push(s);
+                            }
+                        }
+                        _ => {}
+                    }
+                    at += (len + 3) & !3;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One `inet_diag_msg`.
+    fn parse(m: &[u8]) -> Option<Socket> {
+        let port = u16::from_be_bytes([m[4], m[5]]);
+        let (ip, proto): (IpAddr, Proto) = match m[0] {
+            AF_INET => (Ipv4Addr::new(m[8], m[9], m[10], m[11]).into(), Proto::Tcp),
+            AF_INET6 => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&m[8..24]);
+                (Ipv6Addr::from(a).into(), Proto::Tcp6)
+            }
+            _ => return None,
+        };
+        let inode = u32::from_ne_bytes([m[68], m[69], m[70], m[71]]);
+        Some(Socket {
+            addr: SocketAddr::new(ip, port),
+            proto,
+            inode: u64::from(inode),
+        })
+    }
+}
+
+/// The holders of each of the socket `inodes`: one walk of every
+/// process's descriptors.
+fn holders(inodes: &[u64]) -> HashMap<u64, Vec<Holder>> {
+    let mut found: HashMap<u64, Vec<Holder>> = HashMap::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return found;
+    };
+    let mut pids: Vec<i32> = procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    let mut link = String::new();
+    for pid in pids {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let mut held: Vec<u64> = Vec::new();
+        for fd in fds.flatten() {
+            let Ok(target) = fs::read_link(fd.path()) else {
+                continue;
+            };
+            link.clear();
+            link.push_str(&target.to_string_lossy());
+            if let Some(inode) = socket_inode(&link)
+                && inodes.contains(&inode)
+                && !held.contains(&inode)
+            {
+                held.push(inode);
+            }
+        }
+        if held.is_empty() {
+            continue;
+        }
+        let Some(holder) = holder(pid) else { continue };
+        for inode in held {
+            found.entry(inode).or_default().push(holder);
+        }
+    }
+    found
+}
+
+/// The inode of a descriptor link `socket:[INODE]`.
+fn socket_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// `pid`'s group and session, from its `stat`.
+fn holder(pid: i32) -> Option<Holder> {
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    Some(Holder {
+        pid,
+        pgrp: stat.pgrp,
+        session: stat.session,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
+
+    #[test]
+    fn a_socket_link_names_its_inode_and_nothing_else_does() {
+        assert_eq!(socket_inode("socket:[12345]"), Some(12345));
+        assert_eq!(socket_inode("pipe:[12345]"), None);
+        assert_eq!(socket_inode("/dev/null"), None);
+        assert_eq!(socket_inode("socket:[12x]"), None);
+    }
+
+    #[test]
+    fn loopback_is_127_slash_8_and_colon_colon_1_mapped_or_not() {
+        assert!(is_loopback(Ipv4Addr::new(127, 0, 0, 1).into()));
+        assert!(is_loopback(Ipv4Addr::new(127, 1, 2, 3).into()));
+        assert!(is_loopback(Ipv6Addr::LOCALHOST.into()));
+        assert!(is_loopback(
+            Ipv4Addr::new(127, 0, 0, 1).to_ipv6_mapped().into()
+        ));
+        assert!(!is_loopback(Ipv4Addr::UNSPECIFIED.into()));
+        assert!(!is_loopback(Ipv6Addr::UNSPECIFIED.into()));
+        assert!(!is_loopback(Ipv4Addr::new(10, 0, 0, 1).into()));
+    }
+
+    #[test]
+    fn sock_diag_and_proc_net_tcp_agree_on_this_processs_listeners() {
+        // Other processes' sockets come and go meanwhile: compare ours.
+        let v4 = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let v6 = TcpListener::bind("[::]:0").expect("bind v6");
+        let ours = [
+            (v4.local_addr().expect("addr"), Proto::Tcp),
+            (v6.local_addr().expect("addr"), Proto::Tcp6),
+        ];
+        let pick = |all: Vec<Socket>| -> Vec<(SocketAddr, Proto, u64)> {
+            let mut v: Vec<_> = all
+                .into_iter()
+                .filter(|s| ours.contains(&(s.addr, s.proto)))
+                .map(|s| (s.addr, s.proto, s.inode))
+                .collect();
+            v.sort();
+            v
+        };
+        let diag = pick(diag::listening().expect("sock_diag"));
+        assert_eq!(diag.len(), 2, "{diag:?}");
+        assert_eq!(diag, pick(from_proc()));
+    }
+
+    #[test]
+    fn a_listener_of_this_process_is_found_with_this_process_as_its_holder() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let me = i32::try_from(std::process::id()).expect("pid");
+        let found = listening();
+        let mine = found
+            .iter()
+            .find(|s| s.addr.port() == port && s.proto == Proto::Tcp)
+            .expect("listed");
+        assert!(mine.loopback_only());
+        assert!(mine.holders.iter().any(|h| h.pid == me), "{mine:?}");
+    }
+}
