@@ -75,6 +75,9 @@ pub struct Config {
     pub http_allowed_origins: Option<String>,
     /// `MCP_EXEC_HTTP_INSECURE=1`: allow a non-loopback bind without a token.
     pub http_insecure: bool,
+    /// `MCP_EXEC_PLATFORM_INSECURE=1`: allow a platform listener (sandboxd,
+    /// envd; SPEC §21) on a non-loopback address without a token.
+    pub platform_insecure: bool,
     /// `MCP_EXEC_HTTP_SESSION_IDLE`: an HTTP session idle this long ends.
     pub http_session_idle: Duration,
     /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`, raw (a limit: validated by `main`).
@@ -168,6 +171,7 @@ impl Default for Config {
             http_token: None,
             http_allowed_origins: None,
             http_insecure: false,
+            platform_insecure: false,
             http_session_idle: Duration::from_secs(3600),
             http_max_connections: None,
             http_max_sessions: 1024,
@@ -183,7 +187,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 34] = [
+pub const VARIABLES: [(&str, &str, &str); 35] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -306,6 +310,11 @@ pub const VARIABLES: [(&str, &str, &str); 34] = [
         "MCP_EXEC_HTTP_INSECURE",
         "unset",
         "1 (or true/yes/on): allow a non-loopback --http address without a token",
+    ),
+    (
+        "MCP_EXEC_PLATFORM_INSECURE",
+        "unset",
+        "1 (or true/yes/on): allow a non-loopback sandboxd/envd listener without a token (NetworkPolicy)",
     ),
     (
         "MCP_EXEC_HTTP_SESSION_IDLE",
@@ -457,12 +466,17 @@ impl Config {
         c.http_token_file = get("MCP_EXEC_HTTP_TOKEN_FILE");
         c.http_token = get("MCP_EXEC_HTTP_TOKEN").map(Secret);
         c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
-        if let Some(raw) = get("MCP_EXEC_HTTP_INSECURE") {
-            match switch(&raw) {
-                Some(on) => c.http_insecure = on,
-                None => c.refusals.push(format!(
-                    "MCP_EXEC_HTTP_INSECURE={raw:?} is neither on nor off ({SWITCH_SPELLINGS})"
-                )),
+        for (name, slot) in [
+            ("MCP_EXEC_HTTP_INSECURE", &mut c.http_insecure),
+            ("MCP_EXEC_PLATFORM_INSECURE", &mut c.platform_insecure),
+        ] {
+            if let Some(raw) = get(name) {
+                match switch(&raw) {
+                    Some(on) => *slot = on,
+                    None => c.refusals.push(format!(
+                        "{name}={raw:?} is neither on nor off ({SWITCH_SPELLINGS})"
+                    )),
+                }
             }
         }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
@@ -564,12 +578,16 @@ mod tests {
         let (c, w) = Config::from_lookup(
             |k| match k {
                 "MCP_EXEC_HTTP_INSECURE" => Some("yes".into()),
+                "MCP_EXEC_PLATFORM_INSECURE" => Some("On".into()),
                 "MCP_EXEC_LOG_JOURNALD" => Some("TRUE".into()),
                 _ => None,
             },
             1024,
         );
-        assert!(c.http_insecure && c.log_journald, "{c:?}");
+        assert!(
+            c.http_insecure && c.platform_insecure && c.log_journald,
+            "{c:?}"
+        );
         assert!(
             w.is_empty() && c.refusals.is_empty(),
             "{w:?} {:?}",
@@ -582,15 +600,21 @@ mod tests {
         let (c, w) = Config::from_lookup(
             |k| match k {
                 "MCP_EXEC_HTTP_INSECURE" => Some("maybe".into()),
+                "MCP_EXEC_PLATFORM_INSECURE" => Some("perhaps".into()),
                 "MCP_EXEC_LOG_JOURNALD" => Some("sure".into()),
                 _ => None,
             },
             1024,
         );
-        assert!(!c.http_insecure && !c.log_journald);
-        assert_eq!(c.refusals.len(), 1, "{:?}", c.refusals);
+        assert!(!c.http_insecure && !c.platform_insecure && !c.log_journald);
+        assert_eq!(c.refusals.len(), 2, "{:?}", c.refusals);
         assert!(
             c.refusals[0].starts_with("MCP_EXEC_HTTP_INSECURE=\"maybe\""),
+            "{:?}",
+            c.refusals
+        );
+        assert!(
+            c.refusals[1].starts_with("MCP_EXEC_PLATFORM_INSECURE=\"perhaps\""),
             "{:?}",
             c.refusals
         );

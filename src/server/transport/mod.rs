@@ -7,6 +7,9 @@
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
+//! - [`platform`]: the auth rule every platform listener (sandboxd, envd;
+//!   SPEC §21) applies, at start-up and per request.
 
 pub mod http;
+pub mod platform;
 pub mod stdio;
