@@ -90,6 +90,15 @@ pub struct Config {
     pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
+    /// `MCP_EXEC_SANDBOXD_REST` / `--sandboxd-rest`: sandboxd's REST API
+    /// (SPEC §21), raw.
+    pub sandboxd_rest: Option<String>,
+    /// `MCP_EXEC_SANDBOXD_ROOT` / `--sandboxd-root`: the directory sandboxd
+    /// paths are relative to, raw (default `/workspace`).
+    pub sandboxd_root: String,
+    /// `MCP_EXEC_SANDBOXD_METADATA_PREFIX` / `--sandboxd-metadata-prefix`:
+    /// the environment `/v1/metadata` shows (default `SANDBOX_`).
+    pub sandboxd_metadata_prefix: String,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
     pub no_stdio: bool,
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
@@ -177,6 +186,9 @@ impl Default for Config {
             http_max_sessions: 1024,
             http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
+            sandboxd_rest: None,
+            sandboxd_root: "/workspace".into(),
+            sandboxd_metadata_prefix: "SANDBOX_".into(),
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
             job_limits: None,
@@ -187,7 +199,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 35] = [
+pub const VARIABLES: [(&str, &str, &str); 38] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -342,6 +354,21 @@ pub const VARIABLES: [(&str, &str, &str); 35] = [
         "--metrics-listen ADDR: /metrics, /healthz, /livez without a token",
     ),
     (
+        "MCP_EXEC_SANDBOXD_REST",
+        "unset",
+        "--sandboxd-rest ADDR: serve agent-sandbox's sandboxd REST API (/v1/files, /v1/health, /v1/metadata)",
+    ),
+    (
+        "MCP_EXEC_SANDBOXD_ROOT",
+        "/workspace",
+        "--sandboxd-root DIR: the directory sandboxd paths are relative to",
+    ),
+    (
+        "MCP_EXEC_SANDBOXD_METADATA_PREFIX",
+        "SANDBOX_",
+        "--sandboxd-metadata-prefix P: the variables /v1/metadata shows (credentials never)",
+    ),
+    (
         "MCP_EXEC_JOB_LIMITS",
         "unset",
         "JSON limits every job gets, also the maxima a call may ask for",
@@ -481,6 +508,13 @@ impl Config {
         }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
+        c.sandboxd_rest = raw("MCP_EXEC_SANDBOXD_REST");
+        if let Some(root) = raw("MCP_EXEC_SANDBOXD_ROOT") {
+            c.sandboxd_root = root;
+        }
+        if let Some(prefix) = raw("MCP_EXEC_SANDBOXD_METADATA_PREFIX") {
+            c.sandboxd_metadata_prefix = prefix;
+        }
         c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
         if let Some(raw) = get("MCP_EXEC_JOB_OOM_SCORE_ADJ") {
             match raw.trim().parse::<i32>() {
