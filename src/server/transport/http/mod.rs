@@ -148,11 +148,12 @@ pub async fn start(
             auth.addr()
         );
     }
-    // Shared with the main listener (same address): no socket of its own.
+    // Shared with the main listener (the same address, not port 0, which
+    // asks each for a free port): no socket of its own.
     let sandboxd_addr = sandboxd
         .as_ref()
         .map(|s| s.auth().addr())
-        .filter(|a| Some(*a) != addr);
+        .filter(|a| a.port() == 0 || Some(*a) != addr);
     let shares = sandboxd.is_some() && sandboxd_addr.is_none();
     let state = HttpState::new(app, settings, sandboxd, shares, shutdown);
     for (addr, kind, what) in [
