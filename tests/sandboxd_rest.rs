@@ -408,38 +408,41 @@ fn health_and_metadata_answer_in_sandboxds_shape(t: Target) {
 
 fn with_a_token_set_it_is_required_as_a_bearer_or_an_access_token(t: Target) {
     let r = Rest::start(t, &[("MCP_EXEC_HTTP_TOKEN", "s3cret")], &[]);
-    let none = call(r.port, "GET", "/v1/health", b"");
+    let none = call(r.port, "GET", "/v1/metadata", b"");
     assert_eq!(none.status, 401);
     assert_eq!(none.json()["code"], json!("UNAUTHENTICATED"));
-    let wrong = send(
-        r.port,
-        "GET",
-        "/v1/health",
-        &[("Authorization", "Bearer guess")],
-        b"",
-        false,
+    assert_eq!(call(r.port, "PUT", "/v1/files/x", b"x").status, 401);
+    assert!(!std::path::Path::new(&r.path("x")).exists());
+    let bearer = [("Authorization", "Bearer guess")];
+    assert_eq!(
+        send(r.port, "GET", "/v1/metadata", &bearer, b"", false).status,
+        401
     );
-    assert_eq!(wrong.status, 401);
     for h in [
         ("Authorization", "Bearer s3cret"),
         ("X-Access-Token", "s3cret"),
     ] {
-        assert_eq!(
-            send(r.port, "GET", "/v1/health", &[h], b"", false).status,
-            200,
-            "{h:?}"
-        );
+        let got = send(r.port, "GET", "/v1/metadata", &[h], b"", false);
+        assert_eq!(got.status, 200, "{h:?}");
     }
+    // The probe needs none (a kubelet sends none).
+    assert_eq!(call(r.port, "GET", "/v1/health", b"").status, 200);
     // DNS rebinding: a loopback listener answers loopback names only.
-    let rebound = send(
-        r.port,
-        "GET",
-        "/v1/health",
-        &[("Host", "evil.example"), ("X-Access-Token", "s3cret")],
-        b"",
-        false,
+    let rebound = [("Host", "evil.example"), ("X-Access-Token", "s3cret")];
+    assert_eq!(
+        send(r.port, "GET", "/v1/metadata", &rebound, b"", false).status,
+        403
     );
-    assert_eq!(rebound.status, 403);
+    // MCP_EXEC_PLATFORM_INSECURE=1: the token is MCP's alone.
+    let open = Rest::start(
+        t,
+        &[
+            ("MCP_EXEC_HTTP_TOKEN", "s3cret"),
+            ("MCP_EXEC_PLATFORM_INSECURE", "1"),
+        ],
+        &[],
+    );
+    assert_eq!(call(open.port, "PUT", "/v1/files/x", b"x").status, 204);
 }
 
 fn a_non_loopback_listener_without_a_token_needs_platform_insecure(t: Target) {

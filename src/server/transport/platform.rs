@@ -11,7 +11,13 @@
 //!   `:authority`) naming loopback on a loopback bind (DNS rebinding), an
 //!   `Origin` only from the allowed ones (`MCP_EXEC_HTTP_ALLOWED_ORIGINS`),
 //!   and, when a token is set, the token as `Authorization: Bearer <t>` or
-//!   envd's `X-Access-Token: <t>`, compared in constant time.
+//!   envd's `X-Access-Token: <t>`, compared in constant time. A health
+//!   probe ([`PlatformAuth::check_probe`]) passes the same checks but the
+//!   token: a kubelet sends none, and a probe tells nothing.
+//! - **`MCP_EXEC_PLATFORM_INSECURE=1`** says the network is the boundary:
+//!   the platform listeners then check no token even when one is set (it
+//!   stays the MCP listener's), so that an SDK that sends none works
+//!   beside a token-protected MCP listener in one pod.
 //!
 //! Invariant: the checks are the main HTTP listener's own ([`guard`]),
 //! not a copy; each listener only maps a [`Refusal`] to its wire (an HTTP
@@ -121,6 +127,8 @@ impl PlatformAuth {
         let addr = settings::listen_address(platform.setting(), raw)?;
         let token = settings::token(c)?;
         allowed_without_token(platform, addr, token.is_some(), c.platform_insecure)?;
+        // Insecure: the network is the boundary; the token is MCP's alone.
+        let token = token.filter(|_| !c.platform_insecure);
         Ok(PlatformAuth {
             platform,
             addr,
@@ -147,6 +155,16 @@ impl PlatformAuth {
     /// The per-request checks, in order: one `Host`, rebinding, `Origin`,
     /// the token. `uri` gives HTTP/2's `:authority` where no `Host` is sent.
     pub fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
+        self.check_probe(uri, headers)?;
+        match &self.token {
+            None => Ok(()),
+            Some(token) => token_given(token, headers).map_err(Refusal::Token),
+        }
+    }
+
+    /// [`PlatformAuth::check`] without the token, for health probes
+    /// (`/v1/health`, envd's `/health`).
+    pub fn check_probe(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
         guard::one_host(headers).map_err(Refusal::Host)?;
         if self.addr.ip().is_loopback() {
             let host = headers
@@ -167,10 +185,7 @@ impl PlatformAuth {
                 ));
             }
         }
-        match &self.token {
-            None => Ok(()),
-            Some(token) => token_given(token, headers).map_err(Refusal::Token),
-        }
+        Ok(())
     }
 }
 
@@ -222,8 +237,8 @@ mod tests {
 
     fn auth(addr: &str, token: Option<&str>) -> PlatformAuth {
         let c = Config {
+            platform_insecure: token.is_none(),
             http_token: token.map(|t| Secret(t.into())),
-            platform_insecure: true,
             ..Config::default()
         };
         PlatformAuth::new(Platform::SandboxdRest, addr, &c).unwrap()
@@ -323,6 +338,24 @@ mod tests {
         }
         let missing = check(&[]).unwrap_err().message();
         assert!(missing.contains("X-Access-Token"), "{missing}");
+    }
+
+    #[test]
+    fn with_the_insecure_switch_the_token_is_mcps_alone_and_probes_never_need_it() {
+        let c = Config {
+            http_token: Some(Secret("s3cret".into())),
+            platform_insecure: true,
+            ..Config::default()
+        };
+        let a = PlatformAuth::new(Platform::SandboxdRest, "0.0.0.0:8080", &c).unwrap();
+        assert!(!a.has_token());
+        let uri = Uri::from_static("/v1/files/x");
+        assert_eq!(a.check(&uri, &HeaderMap::new()), Ok(()));
+        let secured = auth("0.0.0.0:8080", Some("s3cret"));
+        assert!(secured.check(&uri, &HeaderMap::new()).is_err());
+        assert_eq!(secured.check_probe(&uri, &HeaderMap::new()), Ok(()));
+        let bad_origin = headers(&[("origin", "https://evil.example")]);
+        assert!(secured.check_probe(&uri, &bad_origin).is_err());
     }
 
     #[test]
