@@ -621,3 +621,76 @@ rest_targets!(
     on_the_mcp_listeners_address_v1_is_sandboxds_and_the_rest_ours,
     the_official_sdk_writes_reads_lists_checks_and_deletes_files,
 );
+
+/// The images: mcp-exec as the container's PID 1 (scratch) or under tini, sandboxd REST on
+/// 0.0.0.0:8080 inside (MCP_EXEC_PLATFORM_INSECURE=1, as in the Kubernetes manifests),
+/// published on a loopback port; the official SDK drives files.* through it and the wire
+/// checks hold there too.
+fn in_the_image_the_official_sdk_and_the_wire_work_through_a_published_port(t: Target) {
+    let Some(python) = sdk_python() else { return };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let publish = format!("127.0.0.1:{port}:8080");
+    let server = Server::start_container(
+        t,
+        &[("MCP_EXEC_PLATFORM_INSECURE", "1")],
+        &["-p", &publish],
+        &["--sandboxd-rest", "0.0.0.0:8080", "--sandboxd-root", "/tmp"],
+    );
+    let up = crate::support::wait_for(TIMEOUT, || {
+        crate::support::http::request(port, "GET", "/v1/health", &[], "", TIMEOUT)
+            .is_ok_and(|r| r.status == 200)
+    });
+    assert!(up, "no /v1/health: {}", server.stderr.lock().unwrap());
+    assert_eq!(
+        call(port, "PUT", "/v1/files/a%2Fb.txt", b"in the image").status,
+        204
+    );
+    assert_eq!(
+        call(port, "GET", "/v1/files/a%2Fb.txt", b"").body,
+        b"in the image"
+    );
+    let out_of_root = call(port, "GET", "/v1/files/..%2Fetc%2Fpasswd", b"");
+    assert_eq!(out_of_root.status, 403);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/sandboxd/files.py");
+    let grpc = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new("timeout")
+        .args(["120", python, script, &port.to_string(), &grpc.to_string()])
+        .output()
+        .expect("running the SDK script");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("ok"),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(server);
+}
+
+mod images {
+    #[test]
+    fn scratch_in_the_image_the_official_sdk_and_the_wire_work_through_a_published_port() {
+        if crate::support::Target::Scratch.available() {
+            super::in_the_image_the_official_sdk_and_the_wire_work_through_a_published_port(
+                crate::support::Target::Scratch,
+            );
+        }
+    }
+
+    #[test]
+    fn tini_in_the_image_the_official_sdk_and_the_wire_work_through_a_published_port() {
+        if crate::support::Target::Tini.available() {
+            super::in_the_image_the_official_sdk_and_the_wire_work_through_a_published_port(
+                crate::support::Target::Tini,
+            );
+        }
+    }
+}
