@@ -35,7 +35,10 @@ get() { curl -fsS -o /dev/null -w '%{speed_download}' "$1"; }
 mibs() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 declare -A all
 for run in $(seq "$runs"); do
-    for api in files v1; do
+    # Which goes first alternates, so that neither always follows the other's writeback.
+    order=(files v1)
+    ((run % 2)) || order=(v1 files)
+    for api in "${order[@]}"; do
         sync
         if [[ $api == files ]]; then
             p=$(put "http://127.0.0.1:$http/files$dir/root/f-$run")
