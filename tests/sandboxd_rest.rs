@@ -406,6 +406,35 @@ fn health_and_metadata_answer_in_sandboxds_shape(t: Target) {
     );
 }
 
+fn health_is_503_unavailable_once_shutting_down(t: Target) {
+    let mut r = Rest::start(t, &[("MCP_EXEC_SHUTDOWN_GRACE", "5")], &[]);
+    r.server.initialize(crate::support::LATEST);
+    // A job that ignores TERM holds the shutdown in its grace.
+    r.server.spawn_job("trap '' TERM; sleep 60");
+    assert_eq!(call(r.port, "GET", "/v1/health", b"").status, 200);
+    let pid = r.pid.expect("the server's pid");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut seen = None;
+    let unavailable = crate::support::wait_for(TIMEOUT, || {
+        match crate::support::http::request(r.port, "GET", "/v1/health", &[], "", TIMEOUT) {
+            Ok(reply) if reply.status == 503 => {
+                seen = Some(reply);
+                true
+            }
+            _ => false,
+        }
+    });
+    assert!(unavailable, "/v1/health never said 503");
+    let body = seen.unwrap().json();
+    assert_eq!(body["code"], json!("UNAVAILABLE"), "{body}");
+}
+
 fn with_a_token_set_it_is_required_as_a_bearer_or_an_access_token(t: Target) {
     let r = Rest::start(t, &[("MCP_EXEC_HTTP_TOKEN", "s3cret")], &[]);
     let none = call(r.port, "GET", "/v1/metadata", b"");
@@ -616,6 +645,7 @@ rest_targets!(
     traversal_and_symlinks_out_of_the_root_are_403_permission_denied,
     put_and_delete_answer_with_sandboxds_codes,
     health_and_metadata_answer_in_sandboxds_shape,
+    health_is_503_unavailable_once_shutting_down,
     with_a_token_set_it_is_required_as_a_bearer_or_an_access_token,
     a_non_loopback_listener_without_a_token_needs_platform_insecure,
     on_the_mcp_listeners_address_v1_is_sandboxds_and_the_rest_ours,
