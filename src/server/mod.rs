@@ -51,6 +51,7 @@ use crate::config::Config;
 use crate::tools::App;
 use session::McpSession;
 use transport::http;
+pub use transport::sandboxd::rest::SandboxdRest;
 use transport::stdio::{self, Input, Stdio};
 
 /// Which transports serve, from the listener settings (validated: an
@@ -63,6 +64,9 @@ pub struct Listeners {
     pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
+    /// sandboxd's REST API (SPEC §21); set by `main` once the cwd policy
+    /// it must lie within is built.
+    pub sandboxd_rest: Option<transport::sandboxd::rest::SandboxdRest>,
 }
 
 impl Listeners {
@@ -83,6 +87,7 @@ impl Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
+            sandboxd_rest: None,
         })
     }
 }
@@ -115,12 +120,14 @@ pub async fn run(
     mut main: Option<init::ExitWatch>,
 ) -> std::io::Result<EndReason> {
     let shutdown = CancellationToken::new();
-    let serving_http = listeners.http.is_some();
+    // A platform listener serves on after stdin's end, as HTTP does.
+    let serving_http = listeners.http.is_some() || listeners.sandboxd_rest.is_some();
     let http = if serving_http || listeners.metrics.is_some() {
         Some(
             http::start(
                 listeners.http,
                 listeners.metrics,
+                listeners.sandboxd_rest,
                 Arc::clone(&app),
                 &shutdown,
             )

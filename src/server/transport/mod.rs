@@ -7,6 +7,11 @@
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
+//! - [`platform`]: the auth rule every platform listener (sandboxd, envd;
+//!   SPEC §21) applies, at start-up and per request.
+//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (SPEC §21).
 
 pub mod http;
+pub mod platform;
+pub mod sandboxd;
 pub mod stdio;
