@@ -296,9 +296,19 @@ fn a_tagged_envd_process_is_an_mcp_job_and_an_mcp_kill_ends_its_stream(t: Target
         }),
         "the tag is the job's label in list_jobs"
     );
+    let job = job.unwrap();
+    assert!(
+        wait_for(TIMEOUT, || {
+            let out = s
+                .server
+                .call("output", json!({"job_id": job, "stdout": "all"}));
+            out["stdout"]["data"] == "ready\n"
+        }),
+        "MCP's output shows what the envd process wrote"
+    );
     let killed = s
         .server
-        .call("kill", json!({"job_id": job.unwrap(), "signal": "KILL"}));
+        .call("kill", json!({"job_id": job, "signal": "KILL"}));
     assert_eq!(killed["result_delivered_elsewhere"], true, "{killed}");
     let (head, events) = read_envelopes(sock);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
@@ -366,6 +376,45 @@ fn connect_framing_refuses_a_wrong_media_type_unknown_pids_and_methods(t: Target
     assert_eq!(events[0].1["error"]["code"], "not_found");
 }
 
+fn with_a_token_every_call_needs_it_as_x_access_token_or_bearer(t: Target) {
+    let server = Server::start_with_cli(
+        t,
+        &[("MCP_EXEC_HTTP_TOKEN", "envd-secret-token")],
+        &["--envd", "127.0.0.1:0"],
+    );
+    let port = crate::http::bound_port(&server, "envd");
+    let list = |headers: &[(&str, &str)]| {
+        let mut h = vec![("Content-Type", "application/json")];
+        h.extend_from_slice(headers);
+        crate::support::http::request(port, "POST", "/process.Process/List", &h, "{}", TIMEOUT)
+            .unwrap()
+    };
+    let r = list(&[]);
+    assert_eq!(
+        (r.status, r.json()["code"].clone()),
+        (401, json!("unauthenticated"))
+    );
+    assert_eq!(list(&[("X-Access-Token", "wrong")]).status, 401);
+    assert_eq!(list(&[("X-Access-Token", "envd-secret-token")]).status, 200);
+    assert_eq!(
+        list(&[("Authorization", "Bearer envd-secret-token")]).status,
+        200
+    );
+    let h = crate::support::http::request(port, "GET", "/health", &[], "", TIMEOUT).unwrap();
+    assert_eq!(h.status, 204, "health needs no token, as envd's");
+}
+
+fn a_non_loopback_envd_without_a_token_or_the_insecure_switch_exits_2(t: Target) {
+    let mut server = Server::start_with_cli(t, &[], &["--envd", "0.0.0.0:0"]);
+    let status = server.wait_exit(TIMEOUT).expect("it exits");
+    assert_eq!(status.code(), Some(2));
+    let log = server.stderr.lock().unwrap().clone();
+    assert!(
+        log.contains("MCP_EXEC_ENVD") && log.contains("MCP_EXEC_PLATFORM_INSECURE"),
+        "{log}"
+    );
+}
+
 macro_rules! raw_targets {
     ($($name:ident),* $(,)?) => {
         mod raw_bare { $( #[test] fn $name() { if crate::support::Target::Bare.available() { super::$name(crate::support::Target::Bare) } } )* }
@@ -376,4 +425,6 @@ macro_rules! raw_targets {
 raw_targets!(
     a_tagged_envd_process_is_an_mcp_job_and_an_mcp_kill_ends_its_stream,
     connect_framing_refuses_a_wrong_media_type_unknown_pids_and_methods,
+    with_a_token_every_call_needs_it_as_x_access_token_or_bearer,
+    a_non_loopback_envd_without_a_token_or_the_insecure_switch_exits_2,
 );
