@@ -337,6 +337,47 @@ fn a_tagged_envd_process_is_an_mcp_job_and_an_mcp_kill_ends_its_stream(t: Target
     );
 }
 
+fn sigterm_by_tag_ends_the_group_and_the_stream_says_signal_terminated(t: Target) {
+    let s = Envd::start(t);
+    let sock = open_stream(
+        s.port,
+        "/process.Process/Start",
+        &json!({"process": {"cmd": "sh", "args": ["-c", "sleep 1000 & echo ready; wait"]},
+                "tag": "term-me", "stdin": false}),
+    );
+    // The tag finds it once it runs (List shows it).
+    assert!(wait_for(TIMEOUT, || {
+        let r = crate::support::http::request(
+            s.port,
+            "POST",
+            "/process.Process/List",
+            &[("Content-Type", "application/json")],
+            "{}",
+            TIMEOUT,
+        )
+        .unwrap();
+        r.json()["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["tag"] == "term-me")
+    }));
+    let r = crate::support::http::request(
+        s.port,
+        "POST",
+        "/process.Process/SendSignal",
+        &[("Content-Type", "application/json")],
+        r#"{"process":{"tag":"term-me"},"signal":"SIGNAL_SIGTERM"}"#,
+        TIMEOUT,
+    )
+    .unwrap();
+    assert_eq!((r.status, r.json()), (200, json!({})));
+    let (_, events) = read_envelopes(sock);
+    let end = &events[events.len() - 2].1["event"]["end"];
+    assert_eq!(end["exitCode"], 143, "{events:?}");
+    assert_eq!(end["status"], "signal: terminated");
+}
+
 fn connect_framing_refuses_a_wrong_media_type_unknown_pids_and_methods(t: Target) {
     let s = Envd::start(t);
     let req = |path: &str, ct: &str, body: &str| {
@@ -425,6 +466,7 @@ macro_rules! raw_targets {
 raw_targets!(
     a_tagged_envd_process_is_an_mcp_job_and_an_mcp_kill_ends_its_stream,
     connect_framing_refuses_a_wrong_media_type_unknown_pids_and_methods,
+    sigterm_by_tag_ends_the_group_and_the_stream_says_signal_terminated,
     with_a_token_every_call_needs_it_as_x_access_token_or_bearer,
     a_non_loopback_envd_without_a_token_or_the_insecure_switch_exits_2,
 );
