@@ -125,7 +125,9 @@ def scenario_detached(sbx):
     again = sbx.commands.connect(pid)
     res = exit_of(again.wait)
     # Ended while detached: Connect still replays the output and delivers the end.
-    late = sbx.commands.run("echo late; exit 4", background=True)
+    # It writes and ends only after the disconnect (an end already sent to an attached
+    # stream is delivered there, read or not).
+    late = sbx.commands.run("sleep 0.5; echo late; exit 4", background=True)
     late_pid = late.pid
     late.disconnect()
     deadline = time.monotonic() + 10
