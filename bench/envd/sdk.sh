@@ -26,7 +26,12 @@ done
 rss() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
 echo "binary: $bin ($(stat -c %s "$bin") bytes)"
 echo "idle RSS: $(rss VmRSS) KiB"
+# The server's own CPU per call (utime + stime from /proc, clock ticks): robust to a loaded machine.
+cpu() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+before=$(cpu)
 echo "commands.run(\"true\"), $n calls: $("$py" "$client" "$port" timing "$n")"
+after=$(cpu)
+echo "server CPU per commands.run (10 warm-up calls included): $(awk -v d=$((after - before)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f ms", d * 1000 / hz / (n + 10) }')"
 HOME=$home "$py" - "$n" <<'PY'
 import subprocess, sys, time
 n = int(sys.argv[1])
