@@ -90,6 +90,8 @@ pub struct Config {
     pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
+    /// `MCP_EXEC_ENVD` / `--envd`, raw: E2B envd's listener (SPEC §21).
+    pub envd: Option<String>,
     /// `MCP_EXEC_SANDBOXD_REST` / `--sandboxd-rest`: sandboxd's REST API
     /// (SPEC §21), raw.
     pub sandboxd_rest: Option<String>,
@@ -186,6 +188,7 @@ impl Default for Config {
             http_max_sessions: 1024,
             http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
+            envd: None,
             sandboxd_rest: None,
             sandboxd_root: "/workspace".into(),
             sandboxd_metadata_prefix: "SANDBOX_".into(),
@@ -199,7 +202,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 38] = [
+pub const VARIABLES: [(&str, &str, &str); 39] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -352,6 +355,11 @@ pub const VARIABLES: [(&str, &str, &str); 38] = [
         "MCP_EXEC_METRICS_LISTEN",
         "unset",
         "--metrics-listen ADDR: /metrics, /healthz, /livez without a token",
+    ),
+    (
+        "MCP_EXEC_ENVD",
+        "unset",
+        "--envd ADDR: E2B envd (Connect-RPC process and filesystem, /files; port 49983)",
     ),
     (
         "MCP_EXEC_SANDBOXD_REST",
@@ -508,6 +516,7 @@ impl Config {
         }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
+        c.envd = raw("MCP_EXEC_ENVD");
         c.sandboxd_rest = raw("MCP_EXEC_SANDBOXD_REST");
         if let Some(root) = raw("MCP_EXEC_SANDBOXD_ROOT") {
             c.sandboxd_root = root;

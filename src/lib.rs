@@ -282,6 +282,7 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
             }
             "--http" => "MCP_EXEC_HTTP",
             "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
+            "--envd" => "MCP_EXEC_ENVD",
             "--sandboxd-rest" => "MCP_EXEC_SANDBOXD_REST",
             "--sandboxd-root" => "MCP_EXEC_SANDBOXD_ROOT",
             "--sandboxd-metadata-prefix" => "MCP_EXEC_SANDBOXD_METADATA_PREFIX",
@@ -318,10 +319,11 @@ fn help() -> String {
          Flags (they win over their environment variables):\n  \
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
+         --envd ADDR             MCP_EXEC_ENVD: E2B envd (SDK default port 49983)\n  \
          --sandboxd-rest ADDR    MCP_EXEC_SANDBOXD_REST (agent-sandbox's REST API)\n  \
          --sandboxd-root DIR     MCP_EXEC_SANDBOXD_ROOT\n  \
          --sandboxd-metadata-prefix P  MCP_EXEC_SANDBOXD_METADATA_PREFIX\n  \
-         --no-stdio              serve no MCP on stdio (needs --http)\n\n\
+         --no-stdio              serve no MCP on stdio (needs --http or --envd)\n\n\
          Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")
     );

@@ -41,8 +41,27 @@ pub enum Event {
         /// The chunk, at raw offsets, redacted per the view.
         slice: Slice,
     },
+    /// New output as raw bytes ([`Follow::raw_bytes`]: a front-end whose
+    /// wire carries bytes, such as envd's `DataEvent`).
+    Bytes {
+        /// Which stream.
+        stream: Stream,
+        /// Absolute offset of `data[0]` (after a gap, the first byte still
+        /// held).
+        offset: u64,
+        /// The bytes, exactly as written.
+        data: Vec<u8>,
+    },
     /// It is terminal: its result, delivered here.
     Exit(Box<Job>),
+}
+
+/// The next chunk of output, as the follow renders it.
+enum Out {
+    /// Sliced (UTF-8-sanitised, redacted per the view).
+    Slice(Slice),
+    /// Raw bytes from an offset.
+    Raw(u64, Vec<u8>),
 }
 
 /// A followed job ([`Jobs::follow`]).
@@ -55,6 +74,7 @@ pub struct Follow<'a> {
     queued_seen: bool,
     started_seen: bool,
     ended: bool,
+    raw: bool,
 }
 
 impl Jobs {
@@ -70,7 +90,19 @@ impl Jobs {
             queued_seen: false,
             started_seen: false,
             ended: false,
+            raw: false,
         }
+    }
+}
+
+impl Follow<'_> {
+    /// Output comes as [`Event::Bytes`], the raw bytes, instead of
+    /// [`Event::Output`] slices — unless the view redacts: raw bytes cannot
+    /// be redacted, so a redacting follow keeps its slices.
+    #[must_use]
+    pub fn raw_bytes(mut self) -> Self {
+        self.raw = self.view.redact.is_none();
+        self
     }
 }
 
@@ -79,9 +111,9 @@ struct Seen {
     queued: bool,
     pid: Option<init::Pid>,
     terminal: bool,
-    /// The next output event's stream and slice, when that is the next
+    /// The next output event's stream and chunk, when that is the next
     /// event (sliced, and redacted, only then).
-    output: Option<(Stream, Slice)>,
+    output: Option<(Stream, Out)>,
 }
 
 impl Follow<'_> {
@@ -107,10 +139,22 @@ impl Follow<'_> {
                     self.started_seen = true;
                     return Check::Done(Some(Event::Started { pid }));
                 }
-                if let Some((stream, slice)) = seen.output {
-                    self.offsets[usize::from(stream == Stream::Stderr)] =
-                        slice.offset + slice.bytes;
-                    return Check::Done(Some(Event::Output { stream, slice }));
+                match seen.output {
+                    Some((stream, Out::Slice(slice))) => {
+                        self.offsets[usize::from(stream == Stream::Stderr)] =
+                            slice.offset + slice.bytes;
+                        return Check::Done(Some(Event::Output { stream, slice }));
+                    }
+                    Some((stream, Out::Raw(offset, data))) => {
+                        self.offsets[usize::from(stream == Stream::Stderr)] =
+                            offset + data.len() as u64;
+                        return Check::Done(Some(Event::Bytes {
+                            stream,
+                            offset,
+                            data,
+                        }));
+                    }
+                    None => {}
                 }
                 if !seen.terminal {
                     return Check::AGAIN;
@@ -134,6 +178,11 @@ impl Follow<'_> {
         let pid = job.state.pgid();
         let announces = (!self.queued_seen && queued) || (!self.started_seen && pid.is_some());
         let redact = self.view.redact.map(|r| r as &dyn crate::capture::Redact);
+        let raw = |w: &Window, from: u64| {
+            // Bytes the window dropped are skipped: the offset shows it.
+            let from = from.max(w.dropped());
+            (from < w.total()).then(|| Out::Raw(from, w.raw(from, self.chunk)))
+        };
         let next = |w: &Window, from: u64| {
             if from >= w.total() {
                 return None;
@@ -162,9 +211,12 @@ impl Follow<'_> {
                 .into_iter()
                 .enumerate()
                 .find_map(|(i, (stream, w))| {
+                    if self.raw {
+                        return raw(w, self.offsets[i]).map(|o| (stream, o));
+                    }
                     next(w, self.offsets[i])
                         .filter(|s| s.bytes > 0)
-                        .map(|s| (stream, s))
+                        .map(|s| (stream, Out::Slice(s)))
                 })
         };
         Seen {
@@ -347,5 +399,124 @@ impl RawFollow<'_> {
                 look
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `raw_bytes` and `find`, on a table whose jobs are started, fed and
+    //! ended by hand (no process).
+
+    use std::time::Duration;
+
+    use init::{Pid, SpawnSpec};
+
+    use super::*;
+    use crate::capture::CapturePolicy;
+    use crate::jobs::JobsSettings;
+    use crate::jobs::state::{ExitOutcome, Pending};
+
+    fn service() -> Jobs {
+        Jobs::refusing(&JobsSettings {
+            grace: Duration::ZERO,
+            max_running: 8,
+            max_queued: 8,
+            breaker_failures: 0,
+            breaker_cooldown: Duration::ZERO,
+            shell_session_idle: Duration::from_secs(60),
+            oom_score_adj: None,
+        })
+    }
+
+    /// A running job with a `window`-byte window per stream, its process `pid`.
+    fn start(jobs: &Jobs, window: usize, pid: i32, label: &str) -> JobId {
+        let table = &jobs.shared.table;
+        let id = table.next_id();
+        let pending = Pending {
+            spec: SpawnSpec::shell("true"),
+            stdin: None,
+            close_stdin: false,
+            terminal: None,
+            timeout: None,
+            idle_timeout: None,
+            shell_session: None,
+        };
+        let job = Job::queued(
+            id,
+            pending,
+            CapturePolicy::default(),
+            Some(label.into()),
+            window,
+        );
+        assert_eq!(table.submit(job).map(|a| a.len()), Ok(1));
+        assert!(table.started(id, Pid(pid), None, None));
+        id
+    }
+
+    #[tokio::test]
+    async fn raw_bytes_gives_each_streams_bytes_unsanitised_from_the_first_held_one_then_the_result()
+     {
+        let jobs = service();
+        let table = &jobs.shared.table;
+        let id = start(&jobs, 8, 300_000, "x");
+        assert!(table.push_output(id, Stream::Stdout, b"0123456789\xff"));
+        assert!(table.push_output(id, Stream::Stderr, b"e\xfe"));
+        let view = View {
+            fields: Fields::PartTwo,
+            redact: None,
+        };
+        let mut follow = jobs.follow(id, 0, 4, view).raw_bytes();
+        assert!(matches!(
+            follow.next().await,
+            Some(Event::Started { pid: Pid(300_000) })
+        ));
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        assert!(table.set_terminal(id, ExitOutcome::Exited(3)));
+        loop {
+            match follow.next().await {
+                Some(Event::Bytes {
+                    stream: Stream::Stdout,
+                    offset,
+                    data,
+                }) => {
+                    assert_eq!(offset, 3 + out.len() as u64, "from the first byte held");
+                    assert!(data.len() <= 4);
+                    out.extend(data);
+                }
+                Some(Event::Bytes {
+                    stream: Stream::Stderr,
+                    data,
+                    ..
+                }) => err.extend(data),
+                Some(Event::Exit(job)) => {
+                    assert_eq!(job.phase(), super::super::JobPhase::Exited(3));
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(out, b"3456789\xff");
+        assert_eq!(err, b"e\xfe");
+        assert!(follow.next().await.is_none());
+        assert!(matches!(jobs.deliver(id), Claim::Unknown), "delivered once");
+    }
+
+    #[test]
+    fn find_names_the_newest_job_its_listing_entry_matches() {
+        let jobs = service();
+        let a = start(&jobs, 8, 300_001, "web");
+        let b = start(&jobs, 8, 300_002, "web");
+        assert_eq!(
+            jobs.find(|l| l.label.as_deref() == Some("web"))
+                .map(|l| l.id),
+            Some(b)
+        );
+        let by_pid = jobs.find(|l| l.pid == Some(Pid(300_001))).unwrap();
+        assert_eq!(
+            (by_pid.id, by_pid.phase),
+            (a, super::super::JobPhase::Running)
+        );
+        assert!(jobs.find(|l| l.pid == Some(Pid(1))).is_none());
     }
 }

@@ -195,6 +195,7 @@ impl Job {
             awaiting_input: false,
             tty: self.tty.is_tty(),
             ports: Vec::new(),
+            pid: self.state.pgid(),
         }
     }
 }
@@ -247,6 +248,8 @@ pub struct Listed {
     /// The sockets it listens on, when someone looked ([`super::Jobs::list`],
     /// a `wait` until a port; SPEC §22).
     pub ports: Vec<super::ports::Port>,
+    /// Its process's pid (also its process group), once started.
+    pub pid: Option<Pid>,
 }
 
 /// How a job that a waiter listed ended, after another request took its
@@ -842,6 +845,13 @@ impl JobTable {
             .values()
             .filter_map(|j| j.state.pgid().map(|p| (j.id, p, j.tty.is_tty())))
             .collect()
+    }
+
+    /// The newest job in the table that `pick` accepts (its listing entry
+    /// says), without looking at anything else.
+    pub(super) fn find(&self, pick: impl Fn(&Listed) -> bool) -> Option<Listed> {
+        let table = self.lock();
+        table.jobs.values().rev().map(Job::listed).find(|l| pick(l))
     }
 
     /// The process groups of every started job in the table (for

@@ -64,6 +64,8 @@ pub struct Listeners {
     pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
+    /// E2B envd's listener (SPEC §21).
+    pub envd: Option<transport::envd::EnvdSettings>,
     /// sandboxd's REST API (SPEC §21); set by `main` once the cwd policy
     /// it must lie within is built.
     pub sandboxd_rest: Option<transport::sandboxd::rest::SandboxdRest>,
@@ -80,13 +82,18 @@ impl Listeners {
                 http::settings::listen_address("MCP_EXEC_METRICS_LISTEN (--metrics-listen)", raw)
             })
             .transpose()?;
-        if config.no_stdio && http.is_none() {
-            return Err("--no-stdio needs --http (MCP_EXEC_HTTP): nothing would serve MCP".into());
+        let envd = transport::envd::EnvdSettings::from_config(config)?;
+        if config.no_stdio && http.is_none() && envd.is_none() {
+            return Err(
+                "--no-stdio needs --http (MCP_EXEC_HTTP) or --envd (MCP_EXEC_ENVD): nothing would serve"
+                    .into(),
+            );
         }
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
+            envd,
             sandboxd_rest: None,
         })
     }
@@ -120,6 +127,11 @@ pub async fn run(
     mut main: Option<init::ExitWatch>,
 ) -> std::io::Result<EndReason> {
     let shutdown = CancellationToken::new();
+    // envd, like HTTP, serves on after the stdio session ends.
+    let serving_envd = listeners.envd.is_some();
+    if let Some(envd) = listeners.envd {
+        transport::envd::start(envd, Arc::clone(&app), &shutdown).await?;
+    }
     // A platform listener serves on after stdin's end, as HTTP does.
     let serving_http = listeners.http.is_some() || listeners.sandboxd_rest.is_some();
     let http = if serving_http || listeners.metrics.is_some() {
@@ -169,7 +181,7 @@ pub async fn run(
                 Some(Input::Eof) | None => EndReason::Eof,
             },
         };
-        if !serving_http {
+        if !serving_http && !serving_envd {
             break ended;
         }
         // HTTP serves on: only the stdio session ends (SPEC §10).
