@@ -92,6 +92,12 @@ pub struct Config {
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
     /// `download` call carries (decoded; SPEC §13.1). A tuning value.
     pub max_transfer_bytes: usize,
+    /// `MCP_EXEC_FETCH_TIMEOUT`: the longest an `upload` of a `file` (an
+    /// https URL, SPEC §22) may take to fetch, redirects included.
+    pub fetch_timeout: Duration,
+    /// `MCP_EXEC_CA_FILE`, raw: a PEM file of the CA roots `upload`'s
+    /// fetch trusts instead of the system bundle.
+    pub ca_file: Option<String>,
     /// `MCP_EXEC_JOB_LIMITS`, raw (a security setting: validated by `main`).
     pub job_limits: Option<String>,
     /// `MCP_EXEC_JOB_OOM_SCORE_ADJ`: the `oom_score_adj` jobs get at least.
@@ -175,6 +181,8 @@ impl Default for Config {
             metrics_listen: None,
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
+            fetch_timeout: Duration::from_secs(120),
+            ca_file: None,
             job_limits: None,
             job_oom_score_adj: 500,
             refusals: Vec::new(),
@@ -183,7 +191,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 34] = [
+pub const VARIABLES: [(&str, &str, &str); 36] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -223,6 +231,16 @@ pub const VARIABLES: [(&str, &str, &str); 34] = [
         "MCP_EXEC_MAX_TRANSFER_BYTES",
         "8388608",
         "most file bytes one upload or download call carries",
+    ),
+    (
+        "MCP_EXEC_FETCH_TIMEOUT",
+        "120",
+        "seconds an upload of a file reference (https URL) may take to fetch",
+    ),
+    (
+        "MCP_EXEC_CA_FILE",
+        "system bundle",
+        "PEM file of the CA roots upload's https fetch trusts instead",
     ),
     (
         "MCP_EXEC_JOB_TIMEOUT",
@@ -386,6 +404,7 @@ impl Config {
             &mut c.http_stall_timeout,
             false,
         );
+        seconds("MCP_EXEC_FETCH_TIMEOUT", &mut c.fetch_timeout, false);
         let mut bytes = |name: &str, slot: &mut usize| {
             if let Some(raw) = get(name) {
                 match raw.trim().parse::<usize>() {
@@ -467,6 +486,7 @@ impl Config {
         }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
+        c.ca_file = raw("MCP_EXEC_CA_FILE");
         c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
         if let Some(raw) = get("MCP_EXEC_JOB_OOM_SCORE_ADJ") {
             match raw.trim().parse::<i32>() {
