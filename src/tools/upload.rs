@@ -302,7 +302,7 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
     let req = parse(a, call.app.config.max_transfer_bytes)?;
     let app = Arc::clone(&call.app);
     if let Source::Url { .. } = req.source {
-        return Ok(cancellable(&call.cancel, fetched(app, req)).await??);
+        return cancellable(&call.cancel, fetched(app, req)).await?;
     }
     let task = tokio::task::spawn_blocking(move || write(&app.cwd, req));
     let done = cancellable(&call.cancel, task)
