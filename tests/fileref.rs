@@ -351,8 +351,8 @@ fn a_stalled_fetch_ends_at_its_deadline_and_the_server_answers_meanwhile(t: Targ
     let r = s.exec("echo still-here");
     assert_eq!(r["stdout"]["data"], json!("still-here\n"), "{r}");
     assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "answered during the fetch"
+        !s.answered(&id),
+        "execute was answered while the fetch was still under way"
     );
     let r = s.response(&id, TIMEOUT);
     let text = r["result"]["content"][0]["text"]

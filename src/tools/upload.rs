@@ -302,6 +302,8 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
     let req = parse(a, call.app.config.max_transfer_bytes)?;
     let app = Arc::clone(&call.app);
     if let Source::Url { .. } = req.source {
+        // A fetch may take a while: progress ticks keep a client's timeout reset.
+        call.progress.set("upload still fetching its file");
         return cancellable(&call.cancel, fetched(app, req)).await?;
     }
     let task = tokio::task::spawn_blocking(move || write(&app.cwd, req));
@@ -454,6 +456,19 @@ mod tests {
             .to_string();
         assert!(e.contains("no \"file_id\""), "{e}");
         assert!(file_source(&json!(7)).is_err());
+    }
+
+    #[cfg(not(feature = "https-fetch"))]
+    #[test]
+    fn without_the_https_fetch_feature_a_file_is_refused_saying_so_and_not_listed() {
+        let e = file_source(&json!("https://h/x"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("built without the https-fetch feature"), "{e}");
+        let schema = input_schema(Revision::V2025_11_25);
+        assert!(schema["properties"].get("file").is_none(), "{schema}");
+        assert!(TOOL.file_params.is_empty());
     }
 
     #[test]
