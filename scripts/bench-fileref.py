@@ -109,9 +109,13 @@ def main():
         if server is not None:
             server.kill()
             server.wait()
+        # Its stdin closed, the remote removes its certificates and exits.
         remote.stdin.close()
-        remote.kill()
-        remote.wait()
+        try:
+            remote.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            remote.kill()
+            remote.wait()
         shutil.rmtree(work, ignore_errors=True)
 
 
