@@ -106,6 +106,12 @@ pub struct Config {
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
     /// `download` call carries (decoded; SPEC §13.1). A tuning value.
     pub max_transfer_bytes: usize,
+    /// `MCP_EXEC_FETCH_TIMEOUT`: the longest an `upload` of a `file` (an
+    /// https URL, SPEC §22) may take to fetch, redirects included.
+    pub fetch_timeout: Duration,
+    /// `MCP_EXEC_CA_FILE`, raw: a PEM file of the CA roots `upload`'s
+    /// fetch trusts instead of the system bundle.
+    pub ca_file: Option<String>,
     /// `MCP_EXEC_JOB_LIMITS`, raw (a security setting: validated by `main`).
     pub job_limits: Option<String>,
     /// `MCP_EXEC_JOB_OOM_SCORE_ADJ`: the `oom_score_adj` jobs get at least.
@@ -194,6 +200,8 @@ impl Default for Config {
             sandboxd_metadata_prefix: "SANDBOX_".into(),
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
+            fetch_timeout: Duration::from_secs(120),
+            ca_file: None,
             job_limits: None,
             job_oom_score_adj: 500,
             refusals: Vec::new(),
@@ -202,7 +210,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 39] = [
+pub const VARIABLES: [(&str, &str, &str); 41] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -242,6 +250,16 @@ pub const VARIABLES: [(&str, &str, &str); 39] = [
         "MCP_EXEC_MAX_TRANSFER_BYTES",
         "8388608",
         "most file bytes one upload or download call carries",
+    ),
+    (
+        "MCP_EXEC_FETCH_TIMEOUT",
+        "120",
+        "seconds an upload of a file reference (https URL) may take to fetch",
+    ),
+    (
+        "MCP_EXEC_CA_FILE",
+        "system bundle",
+        "PEM file of the CA roots upload's https fetch trusts instead",
     ),
     (
         "MCP_EXEC_JOB_TIMEOUT",
@@ -430,6 +448,7 @@ impl Config {
             &mut c.http_stall_timeout,
             false,
         );
+        seconds("MCP_EXEC_FETCH_TIMEOUT", &mut c.fetch_timeout, false);
         let mut bytes = |name: &str, slot: &mut usize| {
             if let Some(raw) = get(name) {
                 match raw.trim().parse::<usize>() {
@@ -524,6 +543,7 @@ impl Config {
         if let Some(prefix) = raw("MCP_EXEC_SANDBOXD_METADATA_PREFIX") {
             c.sandboxd_metadata_prefix = prefix;
         }
+        c.ca_file = raw("MCP_EXEC_CA_FILE");
         c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
         if let Some(raw) = get("MCP_EXEC_JOB_OOM_SCORE_ADJ") {
             match raw.trim().parse::<i32>() {

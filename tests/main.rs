@@ -68,6 +68,9 @@ mod http;
 /// File transfer over MCP (SPEC §13.1): upload and download on every target.
 mod files;
 
+/// ChatGPT file references on `upload` (SPEC §22): an HTTPS fetch from a local server with a test CA.
+mod fileref;
+
 /// Per-job user, groups and limits; the OOM ordering; why a job ended (SPEC §16).
 mod identity;
 

@@ -111,6 +111,17 @@ async def test_list_tools_gives_titles_annotations_and_output_schemas(client: Cl
             assert a.idempotent_hint is False, tool.name
 
 
+async def test_upload_declares_its_chatgpt_file_param_in_the_tool_meta(client: Client) -> None:
+    """SPEC §22: ChatGPT replaces the inputs named in `_meta["openai/fileParams"]`
+    with a file reference; the SDK's Tool type carries `_meta` through."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    upload = tools["upload"]
+    assert upload.meta == {"openai/fileParams": ["file"]}
+    file = upload.input_schema["properties"]["file"]
+    assert file["required"] == ["download_url", "file_id"]
+    assert all(t.meta is None for name, t in tools.items() if name != "upload")
+
+
 async def test_blocking_execute_reports_progress_while_the_job_runs(client: Client) -> None:
     progress: list[tuple[float, float | None, str | None]] = []
 

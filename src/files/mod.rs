@@ -11,6 +11,9 @@
 //! - [`tree`]: listing, `stat`, `mkdir`, delete and move (the HTTP file
 //!   API).
 //! - [`error`]: [`FileError`], whose kind decides an HTTP status.
+//! - `fetch` (feature `https-fetch`): an `https://` URL streamed into the
+//!   same commit (`upload`'s `file`, SPEC §22); the one part that is async
+//!   (the network) around a writer on the blocking pool.
 //!
 //! # Free of check-then-use races
 //! A path is resolved exactly once, to a [`place::Place`]: the `O_PATH`
@@ -19,7 +22,7 @@
 //! later step is an `*at` call on that descriptor, and the final component
 //! is never followed when it is a symlink (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`,
 //! and `rename`, which replaces a link rather than its target). Only regular
-//! files are read or replaced. All of it is blocking I/O: callers run it on
+//! files are read or replaced. All of it but `fetch` is blocking I/O: callers run it on
 //! tokio's blocking pool.
 //!
 //! # What it is not
@@ -28,6 +31,8 @@
 
 pub mod commit;
 pub mod error;
+#[cfg(feature = "https-fetch")]
+pub mod fetch;
 pub mod path;
 pub mod place;
 pub mod read;

@@ -158,6 +158,12 @@ impl Revision {
         self >= Revision::V2025_06_18
     }
 
+    /// Whether a `Tool` may carry `_meta` (the schema has it from
+    /// 2025-06-18): `upload`'s `openai/fileParams` (SPEC §22).
+    pub fn has_tool_meta(self) -> bool {
+        self >= Revision::V2025_06_18
+    }
+
     /// Whether tool results carry `structuredContent`.
     pub fn has_structured_content(self) -> bool {
         self >= Revision::V2025_06_18

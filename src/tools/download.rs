@@ -54,6 +54,7 @@ pub const TOOL: Tool = Tool {
             "required": ["path", "offset", "bytes", "total_bytes", "sha256"]
         })
     },
+    file_params: &[],
     starts_jobs: false,
     run,
 };

@@ -39,6 +39,7 @@ pub const TOOL: Tool = Tool {
     effect: Effect::Destructive,
     input_schema,
     output_schema: schema::job_result_schema,
+    file_params: &[],
     starts_jobs: true,
     run,
 };

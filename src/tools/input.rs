@@ -26,6 +26,7 @@ pub const TOOL: Tool = Tool {
     effect: Effect::Destructive,
     input_schema,
     output_schema: schema::status_schema,
+    file_params: &[],
     starts_jobs: false,
     run,
 };

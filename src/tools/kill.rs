@@ -80,6 +80,7 @@ pub const TOOL: Tool = Tool {
             "required": ["job_id", "terminated"]
         })
     },
+    file_params: &[],
     starts_jobs: false,
     run,
 };

@@ -48,6 +48,7 @@ pub const TOOL: Tool = Tool {
             "required": ["jobs"]
         })
     },
+    file_params: &[],
     starts_jobs: false,
     run,
 };

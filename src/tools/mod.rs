@@ -73,6 +73,9 @@ pub struct Tool {
     pub input_schema: fn(Revision) -> Value,
     /// Its `outputSchema`: the shape of `structuredContent`.
     pub output_schema: fn(Revision) -> Value,
+    /// Its top-level inputs that ChatGPT fills with a file reference
+    /// (`_meta["openai/fileParams"]`, SPEC §22; revisions with tool `_meta`).
+    pub file_params: &'static [&'static str],
     /// Whether a call may start a job (the transport then admits it only
     /// while its answers are being read, see the server's outbox).
     pub starts_jobs: bool,
@@ -138,6 +141,9 @@ impl Tool {
                     "openWorldHint": true,
                 }),
             };
+        }
+        if revision.has_tool_meta() && !self.file_params.is_empty() {
+            v["_meta"] = json!({"openai/fileParams": self.file_params});
         }
         // Only `execute` may run as a task (SPEC §19); the others omit
         // `execution`, which defaults to "forbidden".

@@ -26,6 +26,7 @@ pub const TOOL: Tool = Tool {
         })
     },
     output_schema: schema::job_result_schema,
+    file_params: &[],
     starts_jobs: false,
     run,
 };

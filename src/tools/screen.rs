@@ -34,6 +34,7 @@ pub const TOOL: Tool = Tool {
         })
     },
     output_schema: |_| schema::screen_schema(),
+    file_params: &[],
     starts_jobs: false,
     run,
 };

@@ -32,6 +32,7 @@ pub const TOOL: Tool = Tool {
     effect: Effect::Destructive,
     input_schema,
     output_schema,
+    file_params: &[],
     starts_jobs: false,
     run,
 };

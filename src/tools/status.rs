@@ -20,6 +20,7 @@ pub const TOOL: Tool = Tool {
     effect: Effect::ReadOnly,
     input_schema: |_| json!({"type": "object", "properties": {"job_id": schema::job_id()}, "required": ["job_id"]}),
     output_schema: schema::status_schema,
+    file_params: &[],
     starts_jobs: false,
     run,
 };

@@ -62,6 +62,7 @@ pub const TOOL: Tool = Tool {
             "required": ["results"]
         })
     },
+    file_params: &[],
     starts_jobs: false,
     run,
 };

@@ -402,6 +402,15 @@ impl Server {
         )
     }
 
+    /// Whether the response with `id` has arrived by now (nothing is waited
+    /// for; what was read is kept for later).
+    pub fn answered(&mut self, id: &Value) -> bool {
+        while let Some(m) = self.read_line(Duration::ZERO) {
+            self.pending.push_back(m);
+        }
+        self.pending.iter().any(|m| is_response_to(m, id))
+    }
+
     /// Waits for the response with `id` (other messages are kept for later).
     pub fn response(&mut self, id: &Value, timeout: Duration) -> Value {
         if let Some(i) = self.pending.iter().position(|m| is_response_to(m, id)) {
