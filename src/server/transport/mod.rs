@@ -8,5 +8,6 @@
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
 
+pub mod envd;
 pub mod http;
 pub mod stdio;

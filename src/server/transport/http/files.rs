@@ -126,7 +126,7 @@ static WORKERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_
 
 /// Runs blocking file work on tokio's blocking pool, at most
 /// [`FILE_WORKERS`] at a time.
-async fn blocking<T: Send + 'static>(
+pub(in crate::server::transport) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
 ) -> Result<T, FileError> {
     let Ok(_worker) = WORKERS.acquire().await else {

@@ -51,7 +51,7 @@
 pub mod body;
 mod conns;
 mod exec;
-mod files;
+pub(in crate::server::transport) mod files;
 pub mod guard;
 mod mcp;
 mod probes;
