@@ -248,7 +248,10 @@ impl Names {
 
 /// The home a relative path is relative to (module doc).
 pub fn home(names: &Names, user: Option<&str>) -> PathBuf {
-    if let Some(h) = user.filter(|u| !u.is_empty()).and_then(|u| names.home_of(u)) {
+    if let Some(h) = user
+        .filter(|u| !u.is_empty())
+        .and_then(|u| names.home_of(u))
+    {
         return h;
     }
     std::env::var_os("HOME")
@@ -299,7 +302,11 @@ pub fn permissions(st_mode: u32) -> String {
         s.push('-');
     }
     for (i, c) in "rwxrwxrwx".chars().enumerate() {
-        s.push(if st_mode & (1 << (8 - i)) != 0 { c } else { '-' });
+        s.push(if st_mode & (1 << (8 - i)) != 0 {
+            c
+        } else {
+            '-'
+        });
     }
     s
 }
@@ -644,7 +651,10 @@ mod tests {
     }
 
     fn ctx() -> Ctx {
-        Ctx::with_policy(Arc::new(CwdPolicy::from_settings(None, None).unwrap()), None)
+        Ctx::with_policy(
+            Arc::new(CwdPolicy::from_settings(None, None).unwrap()),
+            None,
+        )
     }
 
     #[test]
@@ -660,11 +670,20 @@ mod tests {
     #[test]
     fn relative_paths_and_the_tilde_resolve_against_the_home() {
         let home = Path::new("/home/user");
-        assert_eq!(absolute("a/b", home).unwrap(), PathBuf::from("/home/user/a/b"));
+        assert_eq!(
+            absolute("a/b", home).unwrap(),
+            PathBuf::from("/home/user/a/b")
+        );
         assert_eq!(absolute("~", home).unwrap(), PathBuf::from("/home/user"));
-        assert_eq!(absolute("~/x", home).unwrap(), PathBuf::from("/home/user/x"));
+        assert_eq!(
+            absolute("~/x", home).unwrap(),
+            PathBuf::from("/home/user/x")
+        );
         assert_eq!(absolute("/etc/x", home).unwrap(), PathBuf::from("/etc/x"));
-        assert_eq!(absolute("~x", home).unwrap(), PathBuf::from("/home/user/~x"));
+        assert_eq!(
+            absolute("~x", home).unwrap(),
+            PathBuf::from("/home/user/~x")
+        );
         assert_eq!(absolute("../x", home).unwrap_err().code, "invalid_argument");
     }
 
@@ -717,31 +736,59 @@ mod tests {
         let made = make_dir(ctx(), p("d/e")).await.unwrap();
         assert_eq!(made.entry.kind, EntryType::Directory);
         assert_eq!(made.entry.path, format!("{root}/d/e"));
-        assert_eq!(make_dir(ctx(), p("d/e")).await.unwrap_err().code, "already_exists");
+        assert_eq!(
+            make_dir(ctx(), p("d/e")).await.unwrap_err().code,
+            "already_exists"
+        );
         std::fs::write(tmp.path().join("d/e/f.txt"), b"hello").unwrap();
         std::os::unix::fs::symlink("e/f.txt", tmp.path().join("d/link")).unwrap();
         let st = stat(ctx(), p("d/e/f.txt")).await.unwrap().entry;
-        assert_eq!((st.kind, st.size, st.name.as_str()), (EntryType::File, 5, "f.txt"));
+        assert_eq!(
+            (st.kind, st.size, st.name.as_str()),
+            (EntryType::File, 5, "f.txt")
+        );
         let link = stat(ctx(), p("d/link")).await.unwrap().entry;
         assert!(link.is_symlink);
         assert_eq!(link.kind, EntryType::File);
         assert_eq!(link.symlink_target.as_deref(), Some("e/f.txt"));
         assert_eq!(stat(ctx(), p("nope")).await.unwrap_err().code, "not_found");
 
-        let one = list_dir(ctx(), ListDirRequest { path: format!("{root}/d"), depth: 1 })
-            .await
-            .unwrap();
+        let one = list_dir(
+            ctx(),
+            ListDirRequest {
+                path: format!("{root}/d"),
+                depth: 1,
+            },
+        )
+        .await
+        .unwrap();
         let names: Vec<_> = one.entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["e", "link"]);
-        let two = list_dir(ctx(), ListDirRequest { path: format!("{root}/d"), depth: 2 })
-            .await
-            .unwrap();
+        let two = list_dir(
+            ctx(),
+            ListDirRequest {
+                path: format!("{root}/d"),
+                depth: 2,
+            },
+        )
+        .await
+        .unwrap();
         let paths: Vec<_> = two.entries.iter().map(|e| e.path.clone()).collect();
         assert_eq!(
             paths,
-            [format!("{root}/d/e"), format!("{root}/d/e/f.txt"), format!("{root}/d/link")]
+            [
+                format!("{root}/d/e"),
+                format!("{root}/d/e/f.txt"),
+                format!("{root}/d/link")
+            ]
         );
-        let not_dir = list_dir(ctx(), ListDirRequest { path: format!("{root}/d/e/f.txt"), depth: 1 });
+        let not_dir = list_dir(
+            ctx(),
+            ListDirRequest {
+                path: format!("{root}/d/e/f.txt"),
+                depth: 1,
+            },
+        );
         assert_eq!(not_dir.await.unwrap_err().code, "invalid_argument");
 
         let moved = move_entry(

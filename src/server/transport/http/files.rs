@@ -225,6 +225,87 @@ enum Piece {
     End,
 }
 
+/// One file being received: chunks gathered to [`TRANSFER_CHUNK`] and
+/// handed to a writing task that commits them atomically (the module doc's
+/// "memory stays flat"). `PUT /files` and envd's `POST /files` both receive
+/// through it.
+pub(in crate::server::transport) struct Upload {
+    tx: mpsc::Sender<Piece>,
+    writer: tokio::task::JoinHandle<Result<files::commit::Committed, FileError>>,
+    pool: std::sync::mpsc::Receiver<BytesMut>,
+    gathered: BytesMut,
+}
+
+impl Upload {
+    /// Starts the writing task for `target` (`mkdirs`: create missing
+    /// parents); `expected` is verified before the rename.
+    pub(in crate::server::transport) fn start(
+        app: Arc<crate::tools::App>,
+        target: PathBuf,
+        mkdirs: bool,
+        expected: Option<[u8; 32]>,
+        opts: Options,
+    ) -> Upload {
+        let (tx, rx) = mpsc::channel::<Piece>(DEPTH);
+        // Chunks come back once written, to be filled again: buffers this
+        // big are fresh mappings otherwise (the allocator maps anything
+        // over 128 KiB), each one page-faulted in and unmapped again.
+        let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
+        let writer = tokio::spawn(write_pieces(app, target, mkdirs, rx, home, expected, opts));
+        Upload {
+            tx,
+            writer,
+            pool,
+            gathered: BytesMut::new(),
+        }
+    }
+
+    /// Appends `data`; `Err` when the writer has stopped (then
+    /// [`Upload::abort`] gives its error).
+    pub(in crate::server::transport) async fn push(&mut self, data: &[u8]) -> Result<(), ()> {
+        if self.gathered.capacity() == 0 {
+            self.gathered = match self.pool.try_recv() {
+                Ok(mut used) => {
+                    used.clear();
+                    used
+                }
+                Err(_) => BytesMut::with_capacity(TRANSFER_CHUNK),
+            };
+        }
+        self.gathered.extend_from_slice(data);
+        if self.gathered.len() < TRANSFER_CHUNK {
+            return Ok(());
+        }
+        let chunk = self.gathered.split().freeze();
+        self.tx.send(Piece::Data(chunk)).await.map_err(|_| ())
+    }
+
+    /// The whole body arrived: the rest is written and committed.
+    pub(in crate::server::transport) async fn finish(
+        mut self,
+    ) -> Result<files::commit::Committed, FileError> {
+        if !self.gathered.is_empty() {
+            let _ = self
+                .tx
+                .send(Piece::Data(self.gathered.split().freeze()))
+                .await;
+        }
+        let _ = self.tx.send(Piece::End).await;
+        self.abort().await
+    }
+
+    /// The body ended early (or the writer failed): the temporary file is
+    /// removed, and the writer's error is the answer.
+    pub(in crate::server::transport) async fn abort(
+        self,
+    ) -> Result<files::commit::Committed, FileError> {
+        drop(self.tx);
+        self.writer
+            .await
+            .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))))
+    }
+}
+
 async fn put(
     app: Arc<crate::tools::App>,
     req: Request<Incoming>,
@@ -260,16 +341,10 @@ async fn put(
     };
     let mkdirs = query.flag("mkdirs");
     let stall = app.config.http_stall_timeout;
-    let (tx, rx) = mpsc::channel::<Piece>(DEPTH);
-    // Chunks come back once written, to be filled again: buffers this big
-    // are fresh mappings otherwise (the allocator maps anything over 128
-    // KiB), each one page-faulted in and unmapped again.
-    let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
-    let writer = tokio::spawn(write_pieces(app, target, mkdirs, rx, home, expected, opts));
+    let mut upload = Upload::start(app, target, mkdirs, expected, opts);
     let mut body = req.into_body();
     let mut complete = false;
     let mut stalled = false;
-    let mut gathered = BytesMut::new();
     loop {
         let Ok(frame) = tokio::time::timeout(stall, body.frame()).await else {
             stalled = true;
@@ -284,24 +359,7 @@ async fn put(
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                if gathered.capacity() == 0 {
-                    gathered = match pool.try_recv() {
-                        Ok(mut used) => {
-                            used.clear();
-                            used
-                        }
-                        Err(_) => BytesMut::with_capacity(TRANSFER_CHUNK),
-                    };
-                }
-                gathered.extend_from_slice(&data);
-                if gathered.len() < TRANSFER_CHUNK {
-                    continue;
-                }
-                if tx
-                    .send(Piece::Data(gathered.split().freeze()))
-                    .await
-                    .is_err()
-                {
+                if upload.push(&data).await.is_err() {
                     // The writer stopped early: its error is the answer.
                     break;
                 }
@@ -311,18 +369,13 @@ async fn put(
             Some(Err(_)) => break,
         }
     }
-    if complete {
-        if !gathered.is_empty() {
-            let _ = tx.send(Piece::Data(gathered.split().freeze())).await;
-        }
-        let _ = tx.send(Piece::End).await;
-    }
-    drop(tx);
     // Awaited also after a stall, so the temporary file is gone before the
     // `408` is sent.
-    let outcome = writer
-        .await
-        .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))));
+    let outcome = if complete {
+        upload.finish().await
+    } else {
+        upload.abort().await
+    };
     let mut reply = match outcome {
         _ if stalled => status(
             StatusCode::REQUEST_TIMEOUT,
@@ -473,7 +526,12 @@ pub fn parse_range(header: Option<&str>, size: u64) -> Result<Option<RangeInclus
     Ok(Some(range))
 }
 
-fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool) -> HttpReply {
+pub(in crate::server::transport) fn send_file(
+    opened: read::Opened,
+    path: &Path,
+    range: Option<&str>,
+    head: bool,
+) -> HttpReply {
     let size = opened.size;
     let (code, start, len) = match parse_range(range, size) {
         Ok(None) => (StatusCode::OK, 0, size),
