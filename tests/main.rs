@@ -88,3 +88,6 @@ mod terminal;
 
 /// Interactive programs on a terminal job through `screen` and `keys` (issue 21 item 6).
 mod terminal_programs;
+
+/// envd's filesystem half (SPEC §21) through the official e2b Python SDK.
+mod envd_files;
