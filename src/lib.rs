@@ -279,6 +279,7 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
             }
             "--http" => "MCP_EXEC_HTTP",
             "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
+            "--envd" => "MCP_EXEC_ENVD",
             _ => {
                 usage_error(&format!("unknown argument {arg:?}"));
                 return Err(2);
@@ -312,6 +313,7 @@ fn help() -> String {
          Flags (they win over their environment variables):\n  \
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
+         --envd ADDR             MCP_EXEC_ENVD: E2B envd (SDK default port 49983)\n  \
          --no-stdio              serve no MCP on stdio (needs --http)\n\n\
          Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")

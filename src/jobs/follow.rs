@@ -41,8 +41,27 @@ pub enum Event {
         /// The chunk, at raw offsets, redacted per the view.
         slice: Slice,
     },
+    /// New output as raw bytes ([`Follow::raw_bytes`]: a front-end whose
+    /// wire carries bytes, such as envd's `DataEvent`).
+    Bytes {
+        /// Which stream.
+        stream: Stream,
+        /// Absolute offset of `data[0]` (after a gap, the first byte still
+        /// held).
+        offset: u64,
+        /// The bytes, exactly as written.
+        data: Vec<u8>,
+    },
     /// It is terminal: its result, delivered here.
     Exit(Box<Job>),
+}
+
+/// The next chunk of output, as the follow renders it.
+enum Out {
+    /// Sliced (UTF-8-sanitised, redacted per the view).
+    Slice(Slice),
+    /// Raw bytes from an offset.
+    Raw(u64, Vec<u8>),
 }
 
 /// A followed job ([`Jobs::follow`]).
@@ -55,6 +74,7 @@ pub struct Follow<'a> {
     queued_seen: bool,
     started_seen: bool,
     ended: bool,
+    raw: bool,
 }
 
 impl Jobs {
@@ -70,7 +90,19 @@ impl Jobs {
             queued_seen: false,
             started_seen: false,
             ended: false,
+            raw: false,
         }
+    }
+}
+
+impl Follow<'_> {
+    /// Output comes as [`Event::Bytes`], the raw bytes, instead of
+    /// [`Event::Output`] slices — unless the view redacts: raw bytes cannot
+    /// be redacted, so a redacting follow keeps its slices.
+    #[must_use]
+    pub fn raw_bytes(mut self) -> Self {
+        self.raw = self.view.redact.is_none();
+        self
     }
 }
 
@@ -79,9 +111,9 @@ struct Seen {
     queued: bool,
     pid: Option<init::Pid>,
     terminal: bool,
-    /// The next output event's stream and slice, when that is the next
+    /// The next output event's stream and chunk, when that is the next
     /// event (sliced, and redacted, only then).
-    output: Option<(Stream, Slice)>,
+    output: Option<(Stream, Out)>,
 }
 
 impl Follow<'_> {
@@ -107,10 +139,22 @@ impl Follow<'_> {
                     self.started_seen = true;
                     return Check::Done(Some(Event::Started { pid }));
                 }
-                if let Some((stream, slice)) = seen.output {
-                    self.offsets[usize::from(stream == Stream::Stderr)] =
-                        slice.offset + slice.bytes;
-                    return Check::Done(Some(Event::Output { stream, slice }));
+                match seen.output {
+                    Some((stream, Out::Slice(slice))) => {
+                        self.offsets[usize::from(stream == Stream::Stderr)] =
+                            slice.offset + slice.bytes;
+                        return Check::Done(Some(Event::Output { stream, slice }));
+                    }
+                    Some((stream, Out::Raw(offset, data))) => {
+                        self.offsets[usize::from(stream == Stream::Stderr)] =
+                            offset + data.len() as u64;
+                        return Check::Done(Some(Event::Bytes {
+                            stream,
+                            offset,
+                            data,
+                        }));
+                    }
+                    None => {}
                 }
                 if !seen.terminal {
                     return Check::AGAIN;
@@ -134,6 +178,11 @@ impl Follow<'_> {
         let pid = job.state.pgid();
         let announces = (!self.queued_seen && queued) || (!self.started_seen && pid.is_some());
         let redact = self.view.redact.map(|r| r as &dyn crate::capture::Redact);
+        let raw = |w: &Window, from: u64| {
+            // Bytes the window dropped are skipped: the offset shows it.
+            let from = from.max(w.dropped());
+            (from < w.total()).then(|| Out::Raw(from, w.raw(from, self.chunk)))
+        };
         let next = |w: &Window, from: u64| {
             if from >= w.total() {
                 return None;
@@ -162,9 +211,12 @@ impl Follow<'_> {
                 .into_iter()
                 .enumerate()
                 .find_map(|(i, (stream, w))| {
+                    if self.raw {
+                        return raw(w, self.offsets[i]).map(|o| (stream, o));
+                    }
                     next(w, self.offsets[i])
                         .filter(|s| s.bytes > 0)
-                        .map(|s| (stream, s))
+                        .map(|s| (stream, Out::Slice(s)))
                 })
         };
         Seen {

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
-//! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`] | look, never remove | here |
+//! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`], [`Jobs::find`] | look, never remove | here |
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet or awaits input | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
@@ -293,6 +293,15 @@ impl Jobs {
                 );
         }
         listed
+    }
+
+    /// The newest job in the table (queued, running, or ended and not yet
+    /// delivered) whose listing entry `pick` accepts, that entry — a
+    /// front-end that names jobs its own way (envd: by pid or tag) finds
+    /// its job here.
+    /// Cheap: it looks at nothing outside the table (no awaiting input).
+    pub fn find(&self, pick: impl Fn(&Listed) -> bool) -> Option<Listed> {
+        self.shared.table.find(pick)
     }
 
     /// How many running jobs are blocked reading their input now (the

@@ -194,6 +194,7 @@ impl Job {
             waits_for_shell_session: self.waits_for_shell_session,
             awaiting_input: false,
             tty: self.tty.is_tty(),
+            pid: self.state.pgid(),
         }
     }
 }
@@ -243,6 +244,8 @@ pub struct Listed {
     pub awaiting_input: bool,
     /// A terminal job (SPEC §20).
     pub tty: bool,
+    /// Its process's pid (also its process group), once started.
+    pub pid: Option<Pid>,
 }
 
 /// How a job that a waiter listed ended, after another request took its
@@ -827,6 +830,13 @@ impl JobTable {
     /// Every job, oldest first.
     pub(super) fn list(&self) -> Vec<Listed> {
         self.lock().jobs.values().map(Job::listed).collect()
+    }
+
+    /// The newest job in the table that `pick` accepts (its listing entry
+    /// says), without looking at anything else.
+    pub(super) fn find(&self, pick: impl Fn(&Listed) -> bool) -> Option<Listed> {
+        let table = self.lock();
+        table.jobs.values().rev().map(Job::listed).find(|l| pick(l))
     }
 
     /// The process groups of every started job in the table (for

@@ -63,6 +63,8 @@ pub struct Listeners {
     pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
+    /// E2B envd's listener (SPEC §21).
+    pub envd: Option<transport::envd::EnvdSettings>,
 }
 
 impl Listeners {
@@ -76,13 +78,18 @@ impl Listeners {
                 http::settings::listen_address("MCP_EXEC_METRICS_LISTEN (--metrics-listen)", raw)
             })
             .transpose()?;
-        if config.no_stdio && http.is_none() {
-            return Err("--no-stdio needs --http (MCP_EXEC_HTTP): nothing would serve MCP".into());
+        let envd = transport::envd::EnvdSettings::from_config(config)?;
+        if config.no_stdio && http.is_none() && envd.is_none() {
+            return Err(
+                "--no-stdio needs --http (MCP_EXEC_HTTP) or --envd (MCP_EXEC_ENVD): nothing would serve"
+                    .into(),
+            );
         }
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
+            envd,
         })
     }
 }
@@ -115,6 +122,11 @@ pub async fn run(
     mut main: Option<init::ExitWatch>,
 ) -> std::io::Result<EndReason> {
     let shutdown = CancellationToken::new();
+    // envd, like HTTP, serves on after the stdio session ends.
+    let serving_envd = listeners.envd.is_some();
+    if let Some(envd) = listeners.envd {
+        transport::envd::start(envd, Arc::clone(&app), &shutdown).await?;
+    }
     let serving_http = listeners.http.is_some();
     let http = if serving_http || listeners.metrics.is_some() {
         Some(
@@ -162,7 +174,7 @@ pub async fn run(
                 Some(Input::Eof) | None => EndReason::Eof,
             },
         };
-        if !serving_http {
+        if !serving_http && !serving_envd {
             break ended;
         }
         // HTTP serves on: only the stdio session ends (SPEC §10).

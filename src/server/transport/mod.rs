@@ -7,6 +7,7 @@
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
+//! - [`envd`]: E2B envd's Connect-RPC and `/files` (SPEC §21).
 
 pub mod envd;
 pub mod http;

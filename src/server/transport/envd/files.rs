@@ -43,8 +43,7 @@ use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::tools::App;
 
-/// A response of envd's `/files`.
-pub type Reply = hyper::Response<Body>;
+use super::connect::Reply;
 
 /// The most `file` parts one multipart request may carry.
 pub const MAX_PARTS: usize = 1000;
@@ -90,7 +89,8 @@ fn target(text: &str, user: Option<&str>) -> Result<PathBuf, FileError> {
 }
 
 /// Routes `/files` (the listener has checked auth).
-pub async fn handle(app: &Arc<App>, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(state: &Arc<super::EnvdState>, req: Request<Incoming>) -> Reply {
+    let app = &state.app;
     let query = req.uri().query().map(str::to_owned);
     let path = query_value(query.as_deref(), "path");
     let user = query_value(query.as_deref(), "username").filter(|u| !u.is_empty());

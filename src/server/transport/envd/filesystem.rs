@@ -31,10 +31,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use hyper::Request;
+use hyper::body::Incoming;
 use rustix::fs::{AtFlags, FileType as RawType, Stat};
 use serde::{Deserialize, Serialize};
 
 use super::super::http::files::blocking;
+use super::EnvdState;
+use super::connect::{Code, Envelopes, Error, Meta, Reply, Shape, ok, refusal, unary_request};
 use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, tree};
 use crate::policy::cwd::CwdPolicy;
@@ -61,29 +65,6 @@ impl RpcError {
             code,
             message: message.into(),
         }
-    }
-
-    /// The HTTP status of a unary error with this code (Connect's table).
-    pub fn http_status(&self) -> u16 {
-        match self.code {
-            "canceled" => 499,
-            "invalid_argument" | "failed_precondition" | "out_of_range" => 400,
-            "deadline_exceeded" => 504,
-            "not_found" => 404,
-            "already_exists" | "aborted" => 409,
-            "permission_denied" => 403,
-            "resource_exhausted" => 429,
-            "unimplemented" => 501,
-            "unavailable" => 503,
-            "unauthenticated" => 401,
-            _ => 500,
-        }
-    }
-
-    /// The unary error body `{"code":…,"message":…}`.
-    pub fn body(&self) -> Vec<u8> {
-        serde_json::to_vec(&serde_json::json!({"code": self.code, "message": self.message}))
-            .unwrap_or_default()
     }
 }
 
@@ -411,7 +392,8 @@ impl Ctx {
         }
     }
 
-    /// A context over a policy of its own (tests, tools).
+    /// A context over a policy of its own.
+    #[cfg(test)]
     pub fn with_policy(policy: Arc<CwdPolicy>, user: Option<String>) -> Ctx {
         struct Own(Arc<CwdPolicy>);
         impl AsRef<CwdPolicy> for Own {
@@ -616,6 +598,121 @@ fn walk(
             Some(n) => after = Some(n.into()),
             None => return Ok(()),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The RPCs on the wire (Connect, JSON codec: `super::connect`).
+// ---------------------------------------------------------------------------
+
+/// The user an RPC names: `Authorization: Basic base64("<user>:")` (the
+/// SDK's `user=`), if any.
+fn basic_user(headers: &hyper::HeaderMap) -> Option<String> {
+    use base64::Engine;
+    let v = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, rest) = v.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(rest.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let user = text.split(':').next().unwrap_or("");
+    (!user.is_empty()).then(|| user.to_owned())
+}
+
+/// Our error as Connect's.
+pub(super) fn to_connect(e: &RpcError) -> Error {
+    let code = match e.code {
+        "canceled" => Code::Canceled,
+        "invalid_argument" => Code::InvalidArgument,
+        "deadline_exceeded" => Code::DeadlineExceeded,
+        "not_found" => Code::NotFound,
+        "already_exists" => Code::AlreadyExists,
+        "permission_denied" => Code::PermissionDenied,
+        "resource_exhausted" => Code::ResourceExhausted,
+        "failed_precondition" => Code::FailedPrecondition,
+        "aborted" => Code::Aborted,
+        "out_of_range" => Code::OutOfRange,
+        "unimplemented" => Code::Unimplemented,
+        "unavailable" => Code::Unavailable,
+        "data_loss" => Code::DataLoss,
+        "unauthenticated" => Code::Unauthenticated,
+        "internal" => Code::Internal,
+        _ => Code::Unknown,
+    };
+    Error::new(code, e.message.clone())
+}
+
+/// A unary RPC: the message decoded, `f` run, its answer (or error) sent.
+async fn unary<Req, Res, F>(body: Incoming, limit: usize, f: impl FnOnce(Req) -> F) -> Reply
+where
+    Req: serde::de::DeserializeOwned,
+    Res: Serialize,
+    F: std::future::Future<Output = Result<Res, RpcError>>,
+{
+    let req: Req = match unary_request(body, limit).await {
+        Ok(r) => r,
+        Err(e) => return e.unary(),
+    };
+    match f(req).await {
+        Ok(res) => ok(&res),
+        Err(e) => to_connect(&e).unary(),
+    }
+}
+
+/// `{}`: the answer of `Remove` and `RemoveWatcher`.
+#[derive(Serialize)]
+struct Empty {}
+
+/// Serves `/filesystem.Filesystem/<rpc>`.
+pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incoming>) -> Reply {
+    let streaming = rpc == "WatchDir";
+    let shape = if streaming {
+        Shape::ServerStream
+    } else {
+        Shape::Unary
+    };
+    if let Some(r) = refusal(req.headers(), shape) {
+        return r;
+    }
+    let meta = match Meta::of(req.headers()) {
+        Ok(m) => m,
+        Err(e) if streaming => return Envelopes::failed(&e),
+        Err(e) => return e.unary(),
+    };
+    let ctx = Ctx::new(&state.app, basic_user(req.headers()));
+    let limit = state.max_message();
+    let body = req.into_body();
+    match rpc {
+        "Stat" => unary(body, limit, |r| stat(ctx, r)).await,
+        "MakeDir" => unary(body, limit, |r| make_dir(ctx, r)).await,
+        "Move" => unary(body, limit, |r| move_entry(ctx, r)).await,
+        "ListDir" => unary(body, limit, |r| list_dir(ctx, r)).await,
+        "Remove" => {
+            unary(body, limit, |r| async {
+                remove(ctx, r).await.map(|()| Empty {})
+            })
+            .await
+        }
+        "CreateWatcher" | "GetWatcherEvents" | "RemoveWatcher" | "WatchDir" => {
+            let _ = meta;
+            let e = Error::new(
+                Code::Unimplemented,
+                format!("filesystem.Filesystem/{rpc}: the watchers come with files::watch"),
+            );
+            if streaming {
+                Envelopes::failed(&e)
+            } else {
+                e.unary()
+            }
+        }
+        _ => Error::new(
+            Code::Unimplemented,
+            format!("filesystem.Filesystem/{rpc} does not exist"),
+        )
+        .unary(),
     }
 }
 

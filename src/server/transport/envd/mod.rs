@@ -1,6 +1,215 @@
-//! envd (E2B's in-sandbox daemon) on `--envd ADDR` (SPEC §21).
-//! TODO(envdproc): this file is replaced by the listener's at merge; the
-//! filesystem half only adds its modules here.
+//! E2B envd (SPEC §21): the in-sandbox daemon protocol the `e2b` SDK
+//! speaks, on its own listener (`--envd ADDR`, `MCP_EXEC_ENVD`; the SDK's
+//! port is 49983). HTTP/1.1 on hyper; docs/envd.md maps every call.
+//!
+//! - [`connect`] is the Connect protocol (unary, server and client streams,
+//!   errors, deadlines, keep-alives), JSON codec only.
+//! - [`proto`] has envd's process messages as ProtoJSON serde structs, and
+//!   the helpers (base64, enums) every message uses.
+//! - [`process`] serves `/process.Process/<Method>`: envd processes are our
+//!   jobs.
+//! - [`filesystem`] serves `/filesystem.Filesystem/<Method>`.
+//! - [`files`] serves `GET`/`POST /files`.
+//!
+//! Routing ([`route`]): `GET /health` answers `204` (envd's answer; the SDK
+//! takes any 2xx as "running"); `POST /process.Process/<M>` and
+//! `POST /filesystem.Filesystem/<M>` go to their service's `handle` with the
+//! method name, which answers `unimplemented` for a method it does not
+//! know; `/files` goes to [`files::handle`] whatever its method; anything
+//! else is `404` (another RPC method than `POST`: `405`).
+//!
+//! Auth: every path but `/health` passes the platform rule first
+//! ([`authorize`]): SPEC §21, our token as `X-Access-Token` or a bearer.
 
-pub mod files;
-pub mod filesystem;
+mod connect;
+mod files;
+mod filesystem;
+mod process;
+mod proto;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::header::HeaderMap;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::http::body::Body;
+use crate::jobs::JobId;
+use crate::tools::App;
+use connect::Reply;
+
+/// A client must send a request's head within this.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request head.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// The envd listener's settings, validated at start-up.
+#[derive(Debug, Clone)]
+pub struct EnvdSettings {
+    /// Where to listen.
+    pub addr: SocketAddr,
+}
+
+impl EnvdSettings {
+    /// `MCP_EXEC_ENVD` (`--envd`), when set; an `Err` names the setting.
+    pub fn from_config(config: &crate::config::Config) -> Result<Option<EnvdSettings>, String> {
+        let Some(raw) = config.envd.as_deref() else {
+            return Ok(None);
+        };
+        // TODO(lead): the platform auth rule (`transport::platform`, built on
+        // branch `rest`): its start-up check goes here, its per-request check
+        // in `authorize`.
+        let addr = super::http::settings::listen_address("MCP_EXEC_ENVD (--envd)", raw)?;
+        Ok(Some(EnvdSettings { addr }))
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct EnvdState {
+    /// The server's state: the jobs, the config, the policies.
+    pub(crate) app: Arc<App>,
+    /// Cancelled at shutdown.
+    pub(crate) shutdown: CancellationToken,
+    /// The processes started here: what `List` shows of each.
+    processes: Mutex<HashMap<JobId, process::Started>>,
+}
+
+impl EnvdState {
+    fn processes(&self) -> MutexGuard<'_, HashMap<JobId, process::Started>> {
+        self.processes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The most bytes one message may have.
+    fn max_message(&self) -> usize {
+        self.app.config.max_line_bytes
+    }
+}
+
+/// Binds the envd listener and serves it until the process exits; its
+/// bound address is printed on stderr (`mcp-exec: listening for envd on
+/// ADDR`: a port of 0 picks a free one).
+pub async fn start(
+    settings: EnvdSettings,
+    app: Arc<App>,
+    shutdown: &CancellationToken,
+) -> std::io::Result<()> {
+    let socket = TcpListener::bind(settings.addr).await.map_err(|e| {
+        std::io::Error::new(e.kind(), format!("binding {} for envd: {e}", settings.addr))
+    })?;
+    let bound = socket.local_addr()?;
+    tracing::info!(%bound, "listening for envd");
+    eprintln!("mcp-exec: listening for envd on {bound}");
+    let state = Arc::new(EnvdState {
+        app,
+        shutdown: shutdown.clone(),
+        processes: Mutex::new(HashMap::new()),
+    });
+    tokio::spawn(accept(socket, state));
+    Ok(())
+}
+
+async fn accept(socket: TcpListener, state: Arc<EnvdState>) {
+    loop {
+        let stream = match socket.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting an envd connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Small answers must not wait for the client's delayed ACK (Nagle).
+        let _ = stream.set_nodelay(true);
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let state = Arc::clone(&state);
+                async move { Ok::<_, Infallible>(route(&state, req).await) }
+            });
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES);
+            if let Err(e) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(error = %e, "envd connection ended");
+            }
+        });
+    }
+}
+
+/// The rule, then the endpoint.
+async fn route(state: &Arc<EnvdState>, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    if path == "/health" {
+        return match method {
+            Method::GET | Method::HEAD => empty(StatusCode::NO_CONTENT),
+            _ => empty(StatusCode::METHOD_NOT_ALLOWED),
+        };
+    }
+    if let Some(refused) = authorize(state, req.headers()) {
+        return refused;
+    }
+    if path == "/files" {
+        return files::handle(state, req).await;
+    }
+    let Some((service, rpc)) = path
+        .strip_prefix('/')
+        .and_then(|p| p.split_once('/'))
+        .filter(|(_, m)| !m.is_empty() && !m.contains('/'))
+    else {
+        return empty(StatusCode::NOT_FOUND);
+    };
+    let service = match service {
+        "process.Process" => Service::Process,
+        "filesystem.Filesystem" => Service::Filesystem,
+        _ => return empty(StatusCode::NOT_FOUND),
+    };
+    if method != Method::POST {
+        let mut r = empty(StatusCode::METHOD_NOT_ALLOWED);
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("POST"),
+        );
+        return r;
+    }
+    let rpc = rpc.to_owned();
+    match service {
+        Service::Process => process::handle(state, &rpc, req).await,
+        Service::Filesystem => filesystem::handle(state, &rpc, req).await,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Service {
+    Process,
+    Filesystem,
+}
+
+/// The platform auth rule (SPEC §21): `Some` is the refusal.
+fn authorize(_state: &EnvdState, _headers: &HeaderMap) -> Option<Reply> {
+    // TODO(lead): `transport::platform::PlatformAuth::check` (branch `rest`).
+    None
+}
+
+/// A response with no body.
+fn empty(code: StatusCode) -> Reply {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = code;
+    r
+}

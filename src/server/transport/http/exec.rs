@@ -178,6 +178,15 @@ fn render(id: JobId, e: Event, view: &View<'_>) -> Bytes {
             }
             event(stream.name(), &body)
         }
+        // Not asked for (no `raw_bytes`): rendered as a slice would be.
+        Event::Bytes {
+            stream,
+            offset,
+            data,
+        } => event(
+            stream.name(),
+            &json!({"data": String::from_utf8_lossy(&data), "offset": offset, "bytes": data.len()}),
+        ),
         Event::Exit(job) => exit_event(&job, view),
     }
 }

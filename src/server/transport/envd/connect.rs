@@ -1,0 +1,572 @@
+//! The Connect protocol (connectrpc.com `docs/protocol.md`), hand-written on
+//! hyper for the three RPC shapes envd has, with the JSON codec only
+//! (ProtoJSON: the serde structs of [`super::proto`]).
+//!
+//! - **Unary**: `Content-Type: application/json`; the body is the bare
+//!   message; success is `200` with the bare answer; an error is the
+//!   [`Code`]'s HTTP status with `{"code","message"}`.
+//! - **Server stream**: `Content-Type: application/connect+json`; the body
+//!   is exactly one envelope (`flags:u8 | length:u32 BE | message`); the
+//!   answer is always `200` with envelopes ([`Envelopes`]) and exactly one
+//!   end-stream envelope (flag `0x02`): `{}` or `{"error":{code,message}}`.
+//!   Errors found before the first message go there too, as connect-go
+//!   sends them.
+//! - **Client stream** (`StreamInput`): the body is a sequence of
+//!   envelopes read as they come ([`EnvelopeReader`]); the answer is one
+//!   message envelope and the end-stream one.
+//!
+//! Any other content type is `415` with an empty body (as connect-go); a
+//! compressed message (`Content-Encoding`/`Connect-Content-Encoding` other
+//! than `identity`, or flag `0x01`) is `unimplemented`: the SDK sends none.
+//! `Connect-Timeout-Ms` is parsed ([`Meta::timeout`]); `Keepalive-Ping-Interval`
+//! (seconds, envd's own header) sets [`Meta::keepalive`], 90 s when absent
+//! as in envd.
+//!
+//! Bounds: a unary body or one envelope is at most `MCP_EXEC_MAX_LINE_BYTES`
+//! (`resource_exhausted` past it).
+
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::super::http::body::Body;
+
+/// A response on the envd listener.
+pub type Reply = Response<Body>;
+
+/// The unary codec's content type.
+pub const JSON: &str = "application/json";
+/// The streaming codec's content type.
+pub const CONNECT_JSON: &str = "application/connect+json";
+/// envd's keep-alive interval when the client names none (Go envd 0.5.x).
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(90);
+
+/// End-stream flag of an envelope.
+const END_STREAM: u8 = 0x02;
+/// Compressed flag of an envelope.
+const COMPRESSED: u8 = 0x01;
+
+/// A Connect error code (the protocol's list, with its HTTP statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // the whole list: each handler picks what it needs
+pub enum Code {
+    /// `canceled` (499).
+    Canceled,
+    /// `unknown` (500).
+    Unknown,
+    /// `invalid_argument` (400).
+    InvalidArgument,
+    /// `deadline_exceeded` (504).
+    DeadlineExceeded,
+    /// `not_found` (404).
+    NotFound,
+    /// `already_exists` (409).
+    AlreadyExists,
+    /// `permission_denied` (403).
+    PermissionDenied,
+    /// `resource_exhausted` (429).
+    ResourceExhausted,
+    /// `failed_precondition` (400).
+    FailedPrecondition,
+    /// `aborted` (409).
+    Aborted,
+    /// `out_of_range` (400).
+    OutOfRange,
+    /// `unimplemented` (501).
+    Unimplemented,
+    /// `internal` (500).
+    Internal,
+    /// `unavailable` (503).
+    Unavailable,
+    /// `data_loss` (500).
+    DataLoss,
+    /// `unauthenticated` (401).
+    Unauthenticated,
+}
+
+impl Code {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::Canceled => "canceled",
+            Code::Unknown => "unknown",
+            Code::InvalidArgument => "invalid_argument",
+            Code::DeadlineExceeded => "deadline_exceeded",
+            Code::NotFound => "not_found",
+            Code::AlreadyExists => "already_exists",
+            Code::PermissionDenied => "permission_denied",
+            Code::ResourceExhausted => "resource_exhausted",
+            Code::FailedPrecondition => "failed_precondition",
+            Code::Aborted => "aborted",
+            Code::OutOfRange => "out_of_range",
+            Code::Unimplemented => "unimplemented",
+            Code::Internal => "internal",
+            Code::Unavailable => "unavailable",
+            Code::DataLoss => "data_loss",
+            Code::Unauthenticated => "unauthenticated",
+        }
+    }
+
+    /// The HTTP status a unary error carries.
+    pub fn status(self) -> StatusCode {
+        let n = match self {
+            Code::Canceled => 499,
+            Code::Unknown | Code::Internal | Code::DataLoss => 500,
+            Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => 400,
+            Code::DeadlineExceeded => 504,
+            Code::NotFound => 404,
+            Code::AlreadyExists | Code::Aborted => 409,
+            Code::PermissionDenied => 403,
+            Code::ResourceExhausted => 429,
+            Code::Unimplemented => 501,
+            Code::Unavailable => 503,
+            Code::Unauthenticated => 401,
+        };
+        StatusCode::from_u16(n).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// A Connect error: a code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// Its code.
+    pub code: Code,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl Error {
+    /// An error of `code` saying `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Error {
+        Error {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// `{"code","message"}`.
+    fn json(&self) -> serde_json::Value {
+        json!({"code": self.code.name(), "message": self.message})
+    }
+
+    /// As a unary answer: the code's status and the JSON body.
+    pub fn unary(&self) -> Reply {
+        typed(
+            self.code.status(),
+            JSON,
+            Body::full(self.json().to_string()),
+        )
+    }
+}
+
+/// What a request's headers ask beside its message.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    /// `Connect-Timeout-Ms`: the deadline; `None` when absent (infinite).
+    pub timeout: Option<Duration>,
+    /// `Keepalive-Ping-Interval` (seconds): how often a quiet stream sends
+    /// a keep-alive event.
+    pub keepalive: Duration,
+}
+
+impl Meta {
+    /// Reads the headers; a malformed timeout is `invalid_argument`.
+    pub fn of(headers: &HeaderMap) -> Result<Meta, Error> {
+        let timeout = match headers.get("connect-timeout-ms") {
+            None => None,
+            Some(v) => {
+                let ms = v
+                    .to_str()
+                    .ok()
+                    .filter(|s| {
+                        !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit())
+                    })
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or_else(|| {
+                        Error::new(
+                            Code::InvalidArgument,
+                            "Connect-Timeout-Ms must be at most 10 digits",
+                        )
+                    })?;
+                Some(Duration::from_millis(ms))
+            }
+        };
+        let keepalive = headers
+            .get("keepalive-ping-interval")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .filter(|&s| s > 0)
+            .map_or(DEFAULT_KEEPALIVE, Duration::from_secs);
+        Ok(Meta { timeout, keepalive })
+    }
+}
+
+/// Which shape a method has; the request's content type must match it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One message each way.
+    Unary,
+    /// One request message, a stream of answers.
+    ServerStream,
+    /// A stream of request messages, one answer.
+    ClientStream,
+}
+
+/// Checks the content type and the encoding for `shape`: `Some` is the
+/// refusal, the whole answer (`415` with an empty body; `unimplemented`
+/// for compression).
+pub fn refusal(headers: &HeaderMap, shape: Shape) -> Option<Reply> {
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+    let want = if shape == Shape::Unary {
+        JSON
+    } else {
+        CONNECT_JSON
+    };
+    if media.as_deref() != Some(want) {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        r.headers_mut().insert(
+            header::HeaderName::from_static("accept-post"),
+            HeaderValue::from_static(want),
+        );
+        return Some(r);
+    }
+    let encoding = if shape == Shape::Unary {
+        "content-encoding"
+    } else {
+        "connect-content-encoding"
+    };
+    if let Some(v) = headers.get(encoding)
+        && !v.as_bytes().eq_ignore_ascii_case(b"identity")
+    {
+        let e = Error::new(
+            Code::Unimplemented,
+            "compression is not supported: send identity",
+        );
+        return Some(match shape {
+            Shape::Unary => e.unary(),
+            _ => Envelopes::failed(&e),
+        });
+    }
+    None
+}
+
+/// Parses one JSON message (ProtoJSON, unknown fields ignored).
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::new(
+            Code::InvalidArgument,
+            format!("the message is not valid: {e}"),
+        )
+    })
+}
+
+/// Reads a whole body of at most `limit` bytes.
+async fn collect(body: Incoming, limit: usize) -> Result<Bytes, Error> {
+    let limited = http_body_util::Limited::new(body, limit);
+    match limited.collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_big(limit)),
+        Err(e) => Err(Error::new(
+            Code::Canceled,
+            format!("reading the request: {e}"),
+        )),
+    }
+}
+
+fn too_big(limit: usize) -> Error {
+    Error::new(
+        Code::ResourceExhausted,
+        format!("a message is at most {limit} bytes (MCP_EXEC_MAX_LINE_BYTES)"),
+    )
+}
+
+/// A unary request's message.
+pub async fn unary_request<T: DeserializeOwned>(body: Incoming, limit: usize) -> Result<T, Error> {
+    let bytes = collect(body, limit).await?;
+    // An empty body is the empty message, as ProtoJSON allows.
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return decode(b"{}");
+    }
+    decode(&bytes)
+}
+
+/// A server-stream request's one message: exactly one envelope.
+pub async fn stream_request<T: DeserializeOwned>(body: Incoming, limit: usize) -> Result<T, Error> {
+    let bytes = collect(body, limit.saturating_add(5)).await?;
+    let mut reader = Unframer::default();
+    reader.buf.extend_from_slice(&bytes);
+    let Some(message) = reader.next(limit)? else {
+        return Err(Error::new(
+            Code::InvalidArgument,
+            "a streaming request needs exactly one enveloped message",
+        ));
+    };
+    if !reader.buf.is_empty() {
+        return Err(Error::new(
+            Code::InvalidArgument,
+            "a server-streaming request carries exactly one message",
+        ));
+    }
+    decode(&message)
+}
+
+/// Splits bytes into envelopes.
+#[derive(Default)]
+struct Unframer {
+    buf: BytesMut,
+}
+
+impl Unframer {
+    /// The next whole envelope's message, if the buffer holds one.
+    fn next(&mut self, limit: usize) -> Result<Option<Bytes>, Error> {
+        if self.buf.len() < 5 {
+            return Ok(None);
+        }
+        let flags = self.buf[0];
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if flags & COMPRESSED != 0 {
+            return Err(Error::new(
+                Code::Unimplemented,
+                "compressed messages are not supported",
+            ));
+        }
+        if flags & END_STREAM != 0 {
+            return Err(Error::new(
+                Code::InvalidArgument,
+                "a request envelope must not set the end-stream flag",
+            ));
+        }
+        if len > limit {
+            return Err(too_big(limit));
+        }
+        if self.buf.len() < 5 + len {
+            return Ok(None);
+        }
+        self.buf.advance(5);
+        Ok(Some(self.buf.split_to(len).freeze()))
+    }
+}
+
+/// A client stream's envelopes, read as they arrive.
+pub struct EnvelopeReader {
+    body: Incoming,
+    unframer: Unframer,
+    limit: usize,
+    done: bool,
+}
+
+impl EnvelopeReader {
+    /// Reads `body`'s envelopes, each at most `limit` bytes.
+    pub fn new(body: Incoming, limit: usize) -> EnvelopeReader {
+        EnvelopeReader {
+            body,
+            unframer: Unframer::default(),
+            limit,
+            done: false,
+        }
+    }
+
+    /// The next message; `Ok(None)` at the end of the body.
+    pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, Error> {
+        loop {
+            if let Some(m) = self.unframer.next(self.limit)? {
+                return decode(&m).map(Some);
+            }
+            if self.done {
+                if self.unframer.buf.is_empty() {
+                    return Ok(None);
+                }
+                return Err(Error::new(
+                    Code::InvalidArgument,
+                    "the stream ended inside an envelope",
+                ));
+            }
+            match self.body.frame().await {
+                None => self.done = true,
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.unframer.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(e)) => {
+                    return Err(Error::new(
+                        Code::Canceled,
+                        format!("reading the stream: {e}"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// One envelope: flags, the length, the JSON.
+fn envelope(flags: u8, json: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(5 + json.len());
+    b.extend_from_slice(&[flags]);
+    b.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_be_bytes());
+    b.extend_from_slice(json);
+    b.freeze()
+}
+
+/// A message envelope.
+pub fn message(msg: &impl Serialize) -> Bytes {
+    let json = serde_json::to_vec(msg).unwrap_or_else(|_| b"{}".to_vec());
+    envelope(0, &json)
+}
+
+/// The end-stream envelope: `{}`, or `{"error":{code,message}}`.
+pub fn end(error: Option<&Error>) -> Bytes {
+    let json = match error {
+        None => b"{}".to_vec(),
+        Some(e) => json!({"error": e.json()}).to_string().into_bytes(),
+    };
+    envelope(END_STREAM, &json)
+}
+
+/// A streaming answer: `200`, `application/connect+json`, the envelopes a
+/// task sends.
+pub struct Envelopes;
+
+impl Envelopes {
+    /// The answer whose body is what `rx` yields (the task sends the
+    /// end-stream envelope last).
+    pub fn reply(rx: mpsc::Receiver<Bytes>) -> Reply {
+        typed(StatusCode::OK, CONNECT_JSON, Body::stream(rx))
+    }
+
+    /// A stream that failed before any message: only the end-stream
+    /// envelope with the error (HTTP `200`, as connect-go answers).
+    pub fn failed(e: &Error) -> Reply {
+        typed(StatusCode::OK, CONNECT_JSON, Body::full(end(Some(e))))
+    }
+
+    /// A client stream's answer: one message, then a clean end.
+    pub fn single(msg: &impl Serialize) -> Reply {
+        let mut b = BytesMut::from(&message(msg)[..]);
+        b.extend_from_slice(&end(None));
+        typed(StatusCode::OK, CONNECT_JSON, Body::full(b.freeze()))
+    }
+}
+
+/// A unary success: `200` with the JSON message.
+pub fn ok(msg: &impl Serialize) -> Reply {
+    let json = serde_json::to_vec(msg).unwrap_or_else(|_| b"{}".to_vec());
+    typed(StatusCode::OK, JSON, Body::full(json))
+}
+
+/// A response of `code` with `content_type`.
+pub fn typed(code: StatusCode, content_type: &'static str, body: Body) -> Reply {
+    let mut r = Response::new(body);
+    *r.status_mut() = code;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_envelope_is_its_flags_a_big_endian_length_and_the_json() {
+        assert_eq!(
+            &message(&json!({"a": 1}))[..],
+            b"\x00\x00\x00\x00\x07{\"a\":1}"
+        );
+        assert_eq!(&end(None)[..], b"\x02\x00\x00\x00\x02{}");
+        let e = Error::new(Code::NotFound, "no such process");
+        assert_eq!(
+            &end(Some(&e))[..],
+            &b"\x02\x00\x00\x00\x3a{\"error\":{\"code\":\"not_found\",\"message\":\"no such process\"}}"[..]
+        );
+    }
+
+    #[test]
+    fn envelopes_are_split_however_the_bytes_arrive() {
+        let mut u = Unframer::default();
+        let two = [message(&json!({"x": 1})), message(&json!({"y": 2}))].concat();
+        u.buf.extend_from_slice(&two[..3]);
+        assert_eq!(u.next(100).unwrap(), None);
+        u.buf.extend_from_slice(&two[3..]);
+        assert_eq!(&u.next(100).unwrap().unwrap()[..], b"{\"x\":1}");
+        assert_eq!(&u.next(100).unwrap().unwrap()[..], b"{\"y\":2}");
+        assert_eq!(u.next(100).unwrap(), None);
+    }
+
+    #[test]
+    fn a_compressed_end_stream_or_oversized_request_envelope_is_refused() {
+        for (flags, len, code) in [
+            (COMPRESSED, 2, Code::Unimplemented),
+            (END_STREAM, 2, Code::InvalidArgument),
+            (0, 1000, Code::ResourceExhausted),
+        ] {
+            let mut u = Unframer::default();
+            u.buf.extend_from_slice(&[flags]);
+            u.buf.extend_from_slice(&(len as u32).to_be_bytes());
+            u.buf.extend_from_slice(b"{}");
+            assert_eq!(u.next(100).unwrap_err().code, code);
+        }
+    }
+
+    #[test]
+    fn each_code_has_the_protocols_http_status() {
+        assert_eq!(Code::NotFound.status(), 404);
+        assert_eq!(Code::Canceled.status().as_u16(), 499);
+        assert_eq!(Code::Unimplemented.status(), 501);
+        assert_eq!(Code::ResourceExhausted.status(), 429);
+        assert_eq!(Code::FailedPrecondition.status(), 400);
+        assert_eq!(Code::Unauthenticated.status(), 401);
+    }
+
+    #[test]
+    fn the_timeout_is_at_most_ten_digits_and_keepalive_defaults_to_envds() {
+        let mut h = HeaderMap::new();
+        let m = Meta::of(&h).unwrap();
+        assert_eq!((m.timeout, m.keepalive), (None, DEFAULT_KEEPALIVE));
+        h.insert("connect-timeout-ms", HeaderValue::from_static("60000"));
+        h.insert("keepalive-ping-interval", HeaderValue::from_static("50"));
+        let m = Meta::of(&h).unwrap();
+        assert_eq!(m.timeout, Some(Duration::from_secs(60)));
+        assert_eq!(m.keepalive, Duration::from_secs(50));
+        h.insert(
+            "connect-timeout-ms",
+            HeaderValue::from_static("12345678901"),
+        );
+        assert_eq!(Meta::of(&h).unwrap_err().code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn a_wrong_media_type_is_415_with_an_empty_body() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/proto"),
+        );
+        let r = refusal(&h, Shape::Unary).unwrap();
+        assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        assert!(refusal(&h, Shape::Unary).is_none());
+        assert!(refusal(&h, Shape::ServerStream).is_some());
+    }
+}
