@@ -10,6 +10,7 @@
 //! - [`read`]: opening a regular file for reading, and hashing.
 //! - [`tree`]: listing, `stat`, `mkdir`, delete and move (the HTTP file
 //!   API).
+//! - [`watch`]: watching a directory for changes (inotify; SPEC §22).
 //! - [`error`]: [`FileError`], whose kind decides an HTTP status.
 //!
 //! # Free of check-then-use races
@@ -32,6 +33,7 @@ pub mod path;
 pub mod place;
 pub mod read;
 pub mod tree;
+pub mod watch;
 
 pub use error::{FileError, Kind};
 
