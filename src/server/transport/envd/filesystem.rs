@@ -35,10 +35,15 @@ use hyper::Request;
 use hyper::body::Incoming;
 use rustix::fs::{AtFlags, FileType as RawType, Stat};
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 use super::super::http::files::blocking;
 use super::EnvdState;
-use super::connect::{Code, Envelopes, Error, Meta, Reply, Shape, ok, refusal, unary_request};
+use super::connect::{
+    Code, Envelopes, Error, Meta, Reply, Shape, end, message, ok, refusal, stream_request,
+    unary_request,
+};
+use super::watchers::{self, WatchRequest, WatcherRequest};
 use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, tree};
 use crate::policy::cwd::CwdPolicy;
@@ -685,6 +690,7 @@ pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incom
     let ctx = Ctx::new(&state.app, basic_user(req.headers()));
     let limit = state.max_message();
     let body = req.into_body();
+    let watchers = &state.watchers;
     match rpc {
         "Stat" => unary(body, limit, |r| stat(ctx, r)).await,
         "MakeDir" => unary(body, limit, |r| make_dir(ctx, r)).await,
@@ -696,17 +702,34 @@ pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incom
             })
             .await
         }
-        "CreateWatcher" | "GetWatcherEvents" | "RemoveWatcher" | "WatchDir" => {
-            let _ = meta;
-            let e = Error::new(
-                Code::Unimplemented,
-                format!("filesystem.Filesystem/{rpc}: the watchers come with files::watch"),
-            );
-            if streaming {
-                Envelopes::failed(&e)
-            } else {
-                e.unary()
-            }
+        "CreateWatcher" => unary(body, limit, |r| watchers.create(ctx, r)).await,
+        "GetWatcherEvents" => {
+            unary(body, limit, |r: WatcherRequest| async move {
+                watchers.events(&r)
+            })
+            .await
+        }
+        "RemoveWatcher" => {
+            unary(body, limit, |r: WatcherRequest| async move {
+                watchers.remove(&r).map(|()| Empty {})
+            })
+            .await
+        }
+        "WatchDir" => {
+            let req: WatchRequest = match stream_request(body, limit).await {
+                Ok(r) => r,
+                Err(e) => return Envelopes::failed(&e),
+            };
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(watchers::watch_dir(
+                ctx,
+                req,
+                meta.keepalive,
+                tx,
+                |m| message(m),
+                |e| end(e.as_ref().map(to_connect).as_ref()),
+            ));
+            Envelopes::reply(rx)
         }
         _ => Error::new(
             Code::Unimplemented,

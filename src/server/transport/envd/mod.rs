@@ -26,6 +26,7 @@ mod files;
 mod filesystem;
 mod process;
 mod proto;
+mod watchers;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -81,6 +82,8 @@ pub(crate) struct EnvdState {
     pub(crate) shutdown: CancellationToken,
     /// The processes started here: what `List` shows of each.
     processes: Mutex<HashMap<JobId, process::Started>>,
+    /// The polling directory watchers (`CreateWatcher`), bounded.
+    watchers: watchers::Watchers,
 }
 
 impl EnvdState {
@@ -114,6 +117,7 @@ pub async fn start(
         app,
         shutdown: shutdown.clone(),
         processes: Mutex::new(HashMap::new()),
+        watchers: watchers::Watchers::default(),
     });
     tokio::spawn(accept(socket, state));
     Ok(())

@@ -230,7 +230,9 @@ struct Poller {
 
 impl Poller {
     fn queue(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -250,17 +252,9 @@ pub struct Watchers {
 
 impl Watchers {
     fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<Poller>>> {
-        self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// How many are alive.
-    pub fn len(&self) -> usize {
-        self.map().len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `CreateWatcher`.
@@ -275,14 +269,15 @@ impl Watchers {
             if map.len() >= MAX_WATCHERS {
                 return Err(RpcError::new(
                     "resource_exhausted",
-                    format!(
-                        "{MAX_WATCHERS} watchers are open: stop one (RemoveWatcher) first"
-                    ),
+                    format!("{MAX_WATCHERS} watchers are open: stop one (RemoveWatcher) first"),
                 ));
             }
         }
         let Some(bits) = crate::random::bits_128() else {
-            return Err(RpcError::new("unavailable", "no random bits for a watcher id"));
+            return Err(RpcError::new(
+                "unavailable",
+                "no random bits for a watcher id",
+            ));
         };
         let ctx = Arc::new(ctx);
         let mut watch = open(&ctx, &req).await?;
@@ -295,7 +290,9 @@ impl Watchers {
                     let Some(poller) = weak.upgrade() else { return };
                     let fresh = match event {
                         WatchEvent::Resync => None,
-                        WatchEvent::Change { kind, path, from, .. } => Some(events_of(
+                        WatchEvent::Change {
+                            kind, path, from, ..
+                        } => Some(events_of(
                             &ctx,
                             &root,
                             kind,
@@ -316,12 +313,8 @@ impl Watchers {
                     }
                 }
                 if let Some(poller) = weak.upgrade() {
-                    poller.queue().ended = Some(
-                        watch
-                            .end_reason()
-                            .unwrap_or("the watch ended")
-                            .to_owned(),
-                    );
+                    poller.queue().ended =
+                        Some(watch.end_reason().unwrap_or("the watch ended").to_owned());
                 }
             });
             Poller {
@@ -361,7 +354,10 @@ impl Watchers {
         if events.is_empty()
             && let Some(why) = &q.ended
         {
-            return Err(RpcError::new("failed_precondition", format!("the watcher ended: {why}")));
+            return Err(RpcError::new(
+                "failed_precondition",
+                format!("the watcher ended: {why}"),
+            ));
         }
         Ok(EventsResponse { events })
     }
@@ -422,7 +418,11 @@ pub async fn watch_dir(
         };
         match event {
             Err(_) => {
-                if tx.send(message(&WatchDirResponse::Keepalive {})).await.is_err() {
+                if tx
+                    .send(message(&WatchDirResponse::Keepalive {}))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -433,7 +433,9 @@ pub async fn watch_dir(
                     "events were lost (the kernel's inotify queue overflowed): list the directory again and watch anew",
                 ));
             }
-            Ok(Some(WatchEvent::Change { kind, path, from, .. })) => {
+            Ok(Some(WatchEvent::Change {
+                kind, path, from, ..
+            })) => {
                 let ctx = Arc::clone(&ctx);
                 let root = root.clone();
                 let include = req.include_entry;
@@ -443,7 +445,11 @@ pub async fn watch_dir(
                 .await
                 .unwrap_or_default();
                 for e in events {
-                    if tx.send(message(&WatchDirResponse::Filesystem(e))).await.is_err() {
+                    if tx
+                        .send(message(&WatchDirResponse::Filesystem(e)))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -468,7 +474,10 @@ mod tests {
                 (EventType::Create, PathBuf::from("/w/b"))
             ]
         );
-        assert_eq!(map_change(Kind::Modify, Path::new("/w/x"), None)[0].0, EventType::Write);
+        assert_eq!(
+            map_change(Kind::Modify, Path::new("/w/x"), None)[0].0,
+            EventType::Write
+        );
         assert_eq!(relative(root, Path::new("/w/d/x")), "d/x");
         let e = FilesystemEvent {
             name: "x".into(),
@@ -479,6 +488,9 @@ mod tests {
             serde_json::to_string(&WatchDirResponse::Filesystem(e)).unwrap(),
             r#"{"filesystem":{"name":"x","type":"EVENT_TYPE_REMOVE"}}"#
         );
-        assert_eq!(serde_json::to_string(&WatchDirResponse::Start {}).unwrap(), r#"{"start":{}}"#);
+        assert_eq!(
+            serde_json::to_string(&WatchDirResponse::Start {}).unwrap(),
+            r#"{"start":{}}"#
+        );
     }
 }
