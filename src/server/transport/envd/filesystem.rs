@@ -726,7 +726,7 @@ pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incom
                 req,
                 meta.keepalive,
                 tx,
-                |m| message(m),
+                message,
                 |e| end(e.as_ref().map(to_connect).as_ref()),
             ));
             Envelopes::reply(rx)

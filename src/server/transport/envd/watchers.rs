@@ -382,7 +382,7 @@ pub enum WatchDirResponse {
     /// The watch is in place.
     Start {},
     /// A change.
-    Filesystem(FilesystemEvent),
+    Filesystem(Box<FilesystemEvent>),
     /// Nothing happened for a keep-alive interval.
     Keepalive {},
 }
@@ -446,7 +446,7 @@ pub async fn watch_dir(
                 .unwrap_or_default();
                 for e in events {
                     if tx
-                        .send(message(&WatchDirResponse::Filesystem(e)))
+                        .send(message(&WatchDirResponse::Filesystem(Box::new(e))))
                         .await
                         .is_err()
                     {
@@ -485,7 +485,7 @@ mod tests {
             entry: None,
         };
         assert_eq!(
-            serde_json::to_string(&WatchDirResponse::Filesystem(e)).unwrap(),
+            serde_json::to_string(&WatchDirResponse::Filesystem(Box::new(e))).unwrap(),
             r#"{"filesystem":{"name":"x","type":"EVENT_TYPE_REMOVE"}}"#
         );
         assert_eq!(
