@@ -245,12 +245,30 @@ impl Drop for Poller {
 }
 
 /// The polling watchers of one envd listener.
-#[derive(Default)]
 pub struct Watchers {
     map: Mutex<HashMap<String, Arc<Poller>>>,
+    /// [`MAX_WATCHERS`] (smaller in tests).
+    max_watchers: usize,
+    /// [`MAX_QUEUED`] (smaller in tests).
+    max_queued: usize,
+}
+
+impl Default for Watchers {
+    fn default() -> Watchers {
+        Watchers::with_bounds(MAX_WATCHERS, MAX_QUEUED)
+    }
 }
 
 impl Watchers {
+    /// Watchers with these bounds.
+    pub fn with_bounds(max_watchers: usize, max_queued: usize) -> Watchers {
+        Watchers {
+            map: Mutex::new(HashMap::new()),
+            max_watchers,
+            max_queued,
+        }
+    }
+
     fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<Poller>>> {
         self.map
             .lock()
@@ -266,10 +284,11 @@ impl Watchers {
         {
             let mut map = self.map();
             map.retain(|_, p| p.queue().last_poll.elapsed() < IDLE);
-            if map.len() >= MAX_WATCHERS {
+            if map.len() >= self.max_watchers {
+                let max = self.max_watchers;
                 return Err(RpcError::new(
                     "resource_exhausted",
-                    format!("{MAX_WATCHERS} watchers are open: stop one (RemoveWatcher) first"),
+                    format!("{max} watchers are open: stop one (RemoveWatcher) first"),
                 ));
             }
         }
@@ -283,6 +302,7 @@ impl Watchers {
         let mut watch = open(&ctx, &req).await?;
         let root = watch.root().to_owned();
         let include_entry = req.include_entry;
+        let max_queued = self.max_queued;
         let poller = Arc::new_cyclic(|weak: &std::sync::Weak<Poller>| {
             let weak = weak.clone();
             let task = tokio::spawn(async move {
@@ -303,7 +323,7 @@ impl Watchers {
                     };
                     let mut q = poller.queue();
                     match fresh {
-                        Some(events) if !q.lost && q.events.len() + events.len() <= MAX_QUEUED => {
+                        Some(events) if !q.lost && q.events.len() + events.len() <= max_queued => {
                             q.events.extend(events);
                         }
                         _ => {
@@ -343,10 +363,11 @@ impl Watchers {
         q.last_poll = Instant::now();
         if q.lost {
             q.lost = false;
+            let max = self.max_queued;
             return Err(RpcError::new(
                 "resource_exhausted",
                 format!(
-                    "events were lost (more than {MAX_QUEUED} waited, or the kernel's inotify queue overflowed): list the directory again; the watcher goes on"
+                    "events were lost (more than {max} waited, or the kernel's inotify queue overflowed): list the directory again; the watcher goes on"
                 ),
             ));
         }
@@ -462,6 +483,99 @@ pub async fn watch_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How many events wait in watcher `id`, and whether some were lost.
+    fn queued(w: &Watchers, id: &str) -> (usize, bool) {
+        let p = w.map().get(id).cloned().unwrap();
+        let q = p.queue();
+        (q.events.len(), q.lost)
+    }
+
+    fn ctx() -> Ctx {
+        let policy = crate::policy::cwd::CwdPolicy::from_settings(None, None).unwrap();
+        Ctx::with_policy(Arc::new(policy), None)
+    }
+
+    #[tokio::test]
+    async fn polling_watchers_are_bounded_and_an_overflow_is_said_once_then_events_go_on() {
+        let dir = std::env::temp_dir().join(format!("mcp-exec-envd-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let req = || WatchRequest {
+            path: dir.display().to_string(),
+            ..WatchRequest::default()
+        };
+        let w = Watchers::with_bounds(1, 3);
+        let id = w.create(ctx(), req()).await.unwrap().watcher_id;
+        let second = w.create(ctx(), req()).await.unwrap_err();
+        assert_eq!(second.code, "resource_exhausted", "{second:?}");
+
+        let one = dir.join("one");
+        std::fs::write(&one, b"1").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while queued(&w, &id).0 == 0 {
+            assert!(Instant::now() < deadline, "no event for {one:?}");
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let got = w
+            .events(&WatcherRequest {
+                watcher_id: id.clone(),
+            })
+            .unwrap();
+        assert_eq!(got.events[0].name, "one");
+        assert_eq!(got.events[0].kind, EventType::Create);
+
+        for i in 0..10 {
+            std::fs::write(dir.join(format!("f{i}")), b"x").unwrap();
+        }
+        while !queued(&w, &id).1 {
+            assert!(
+                Instant::now() < deadline,
+                "no overflow: {:?}",
+                queued(&w, &id)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let lost = w
+            .events(&WatcherRequest {
+                watcher_id: id.clone(),
+            })
+            .unwrap_err();
+        assert_eq!(lost.code, "resource_exhausted");
+        assert!(
+            lost.message.contains("more than 3 waited"),
+            "{}",
+            lost.message
+        );
+        // Drained, then the watcher goes on.
+        while queued(&w, &id).0 > 0 || queued(&w, &id).1 {
+            let _ = w.events(&WatcherRequest {
+                watcher_id: id.clone(),
+            });
+        }
+        std::fs::remove_file(&one).unwrap();
+        let mut seen = Vec::new();
+        while !seen
+            .iter()
+            .any(|e: &FilesystemEvent| e.name == "one" && e.kind == EventType::Remove)
+        {
+            assert!(Instant::now() < deadline, "no REMOVE of one: {seen:?}");
+            if let Ok(r) = w.events(&WatcherRequest {
+                watcher_id: id.clone(),
+            }) {
+                seen.extend(r.events);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        w.remove(&WatcherRequest {
+            watcher_id: id.clone(),
+        })
+        .unwrap();
+        let gone = w.events(&WatcherRequest { watcher_id: id }).unwrap_err();
+        assert_eq!(gone.code, "not_found");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn changes_map_to_fsnotify_event_types_with_relative_names() {
