@@ -54,15 +54,16 @@ impl Drop for Envd {
 
 impl Envd {
     fn start(t: Target, home: &str) -> Envd {
-        let env = [("HOME", home)];
+        Envd::start_with(t, &[("HOME", home)])
+    }
+
+    fn start_with(t: Target, env: &[(&str, &str)]) -> Envd {
         let server = if t.is_container() {
-            Server::start_with_args(
-                t,
-                &[("HOME", home), ("MCP_EXEC_ENVD", "127.0.0.1:0")],
-                &["--network", "host"],
-            )
+            let mut all = env.to_vec();
+            all.push(("MCP_EXEC_ENVD", "127.0.0.1:0"));
+            Server::start_with_args(t, &all, &["--network", "host"])
         } else {
-            Server::start_with_cli(t, &env, &["--envd", "127.0.0.1:0"])
+            Server::start_with_cli(t, env, &["--envd", "127.0.0.1:0"])
         };
         let port = crate::http::bound_port(&server, "envd");
         let host_pid = server.server_host_pid();
@@ -71,6 +72,10 @@ impl Envd {
             port,
             host_pid,
         }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 }
 
@@ -120,10 +125,17 @@ fn the_e2b_sdks_files_calls_work_against_envd_and_return_what_was_written(t: Tar
     };
     let work = format!("{home}/{}", fresh("work"));
     let envd = Envd::start(t, &home);
-    let url = format!("http://127.0.0.1:{}", envd.port);
+    let passed = run_script(t, python, &envd, &["suite", &envd.url(), &work, &home]);
+    assert_eq!(passed, CHECKS, "{t:?}: checks passed, in order");
+}
+
+/// Runs fs_suite.py with `args`; requires exit 0 within 2 minutes and
+/// answers the names of the checks it passed.
+fn run_script(t: Target, python: &str, envd: &Envd, args: &[&str]) -> Vec<String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/e2b/fs_suite.py");
     let mut child = Command::new(python)
-        .args([script, "suite", &url, &work, &home])
+        .arg(script)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -145,11 +157,61 @@ fn the_e2b_sdks_files_calls_work_against_envd_and_return_what_was_written(t: Tar
         "{t:?}: the e2b suite failed ({:?}):\n{stdout}\n{stderr}\nserver:\n{server_log}",
         out.status
     );
-    let passed: Vec<&str> = stdout
+    stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .collect();
-    assert_eq!(passed, CHECKS, "{t:?}: checks passed, in order");
+        .filter_map(|l| l.strip_prefix("ok ").map(str::to_owned))
+        .collect()
+}
+
+/// SPEC §12.5 through envd: with `MCP_EXEC_ALLOWED_CWDS` set, every files
+/// call outside it (write both ways, read, list, stat, mkdir, remove, a
+/// rename out, a watch) is refused naming the policy, and inside works.
+fn every_files_call_outside_the_allowed_directories_is_refused(t: Target) {
+    let Some(python) = python() else { return };
+    let dir = std::env::temp_dir().join(fresh("policy"));
+    std::fs::create_dir_all(dir.join("inside")).unwrap();
+    std::fs::create_dir_all(dir.join("outside")).unwrap();
+    let _host_dir = HostDir(dir.clone());
+    let inside = dir.join("inside").display().to_string();
+    let outside = dir.join("outside").display().to_string();
+    let envd = Envd::start_with(
+        t,
+        &[
+            ("HOME", &inside),
+            ("MCP_EXEC_ALLOWED_CWDS", &inside),
+            ("MCP_EXEC_DEFAULT_CWD", &inside),
+        ],
+    );
+    let passed = run_script(
+        t,
+        python,
+        &envd,
+        &["policy", &envd.url(), &inside, &outside],
+    );
+    assert_eq!(passed, ["policy"], "{t:?}");
+    assert!(
+        !dir.join("outside/x.txt").exists() && !dir.join("outside/d").exists(),
+        "nothing was written outside"
+    );
+}
+
+/// The policy test needs host directories: bare and PID 1.
+mod policy {
+    #[test]
+    fn bare() {
+        super::every_files_call_outside_the_allowed_directories_is_refused(
+            crate::support::Target::Bare,
+        );
+    }
+
+    #[test]
+    fn pid1() {
+        if crate::support::Target::Pid1.available() {
+            super::every_files_call_outside_the_allowed_directories_is_refused(
+                crate::support::Target::Pid1,
+            );
+        }
+    }
 }
 
 crate::parity!(the_e2b_sdks_files_calls_work_against_envd_and_return_what_was_written);

@@ -1,6 +1,8 @@
 """The e2b SDK's files.* calls against mcp-exec's envd listener (debug mode).
 
     fs_suite.py suite URL WORKDIR HOME    every check below; prints `ok <name>` per check
+    fs_suite.py policy URL INSIDE OUTSIDE  under MCP_EXEC_ALLOWED_CWDS=INSIDE: INSIDE works,
+                                          every call on OUTSIDE is refused naming the policy
     fs_suite.py bench URL HTTP_URL TOKEN WORKDIR [ROUNDS]
                                           4 MiB write/read: the SDK through envd vs our /files
 
@@ -189,6 +191,34 @@ async def async_watch(url, wdir):
     check("async exit clean", all(x is None for x in exits), exits)
 
 
+def refused(name, call):
+    try:
+        call()
+    except Exception as e:
+        text = str(e)
+        check(name, "outside the allowed directories" in text, text)
+        return
+    raise AssertionError(f"{name}: not refused")
+
+
+def policy(url, inside, outside):
+    sbx = Sandbox.create(debug=True, sandbox_url=url)
+    fs = sbx.files
+    fs.write(f"{inside}/ok.txt", "in")
+    check("inside", fs.read(f"{inside}/ok.txt") == "in")
+    refused("write", lambda: fs.write(f"{outside}/x.txt", "out"))
+    refused("write octet-stream", lambda: fs.write(f"{outside}/x.txt", io.BytesIO(b"out")))
+    refused("read", lambda: fs.read(f"{outside}/x.txt"))
+    refused("list", lambda: fs.list(outside))
+    refused("get_info", lambda: fs.get_info(outside))
+    refused("make_dir", lambda: fs.make_dir(f"{outside}/d"))
+    refused("remove", lambda: fs.remove(f"{outside}/x.txt"))
+    refused("rename out", lambda: fs.rename(f"{inside}/ok.txt", f"{outside}/ok.txt"))
+    refused("watch_dir", lambda: fs.watch_dir(outside))
+    check("still inside", fs.read(f"{inside}/ok.txt") == "in")
+    done("policy")
+
+
 def bench(url, http_url, token, work, rounds):
     import httpx
 
@@ -225,6 +255,8 @@ def bench(url, http_url, token, work, rounds):
 if __name__ == "__main__":
     if sys.argv[1] == "suite":
         suite(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "policy":
+        policy(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "bench":
         bench(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]) if len(sys.argv) > 6 else 10)
     else:
