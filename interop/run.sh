@@ -3,6 +3,8 @@
 # Streamable HTTP (`--http 127.0.0.1:<free port> --no-stdio`, with and without a token).
 #   python/       the official Python SDK (PyPI `mcp`, pinned in requirements.txt), pytest
 #   python-1x/    its last 1.x release (own venv and requirements.txt): 2025-11-25 Tasks
+#   e2b/          the E2B SDK (PyPI `e2b`, own venv and requirements.txt) for envd (SPEC §21);
+#                 its suite is the Rust integration tests tests/envd.rs, per target
 #   node/         the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
 #   node/         the MCP Inspector CLI (@modelcontextprotocol/inspector)
 #   conformance/  the official conformance suite (@modelcontextprotocol/conformance) over
@@ -52,6 +54,16 @@ install_python_1x() {
     sha256sum <python-1x/requirements.txt >python-1x/.venv/.requirements.sha256
 }
 
+install_e2b() {
+    command -v python3 >/dev/null 2>&1 || { echo "python3 not found"; return 1; }
+    if stamp_matches e2b/requirements.txt e2b/.venv/.requirements.sha256; then return 0; fi
+    rm -rf e2b/.venv
+    python3 -m venv e2b/.venv || { echo "python3 -m venv failed"; return 1; }
+    e2b/.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
+        -r e2b/requirements.txt </dev/null || { echo "pip install -r e2b/requirements.txt failed"; return 1; }
+    sha256sum <e2b/requirements.txt >e2b/.venv/.requirements.sha256
+}
+
 install_node() {
     command -v node >/dev/null 2>&1 || { echo "node not found"; return 1; }
     command -v npm >/dev/null 2>&1 || { echo "npm not found"; return 1; }
@@ -93,6 +105,13 @@ if [[ "${1:-}" == "--install-python" ]]; then
     exit 1
 fi
 
+# `run.sh --install-e2b`: only install the pinned E2B SDK (tests/envd.rs drives it) and exit.
+if [[ "${1:-}" == "--install-e2b" ]]; then
+    if reason=$(install_e2b 2>&1); then exit 0; fi
+    echo "interop: installing the E2B SDK: $reason" >&2
+    exit 1
+fi
+
 if [[ -z "${MCP_EXEC_BIN:-}" ]]; then
     (cd .. && cargo build --locked --quiet </dev/null)
     MCP_EXEC_BIN=$(cd .. && pwd)/target/debug/mcp-exec
@@ -114,6 +133,16 @@ if reason=$(install_python_1x 2>&1); then
         bash -c 'cd python-1x && exec timeout 600 .venv/bin/python -m pytest -q test_python_sdk_1x_tasks.py'
 else
     skip_or_fail "python sdk 1.x" "$reason"
+fi
+
+if reason=$(install_e2b 2>&1); then
+    run "e2b sdk against --envd, one scenario (e2b $(e2b/.venv/bin/python -c 'import importlib.metadata as m; print(m.version("e2b"))'); the suite is tests/envd.rs)" \
+        bash -c 'log=$(mktemp); HOME=$(mktemp -d) "$MCP_EXEC_BIN" --envd 127.0.0.1:0 --no-stdio 2>"$log" & pid=$!
+                 trap "kill $pid 2>/dev/null; rm -f $log" EXIT
+                 for _ in $(seq 100); do port=$(grep -o "envd on 127.0.0.1:[0-9]*" "$log" | cut -d: -f2); [[ -n $port ]] && break; sleep 0.1; done
+                 timeout 120 e2b/.venv/bin/python e2b/envd_client.py "$port" background'
+else
+    skip_or_fail "e2b sdk" "$reason"
 fi
 
 if reason=$(install_node 2>&1); then

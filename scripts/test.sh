@@ -57,6 +57,11 @@ if ! bash interop/run.sh --install-python </dev/null && [[ -n "${CI:-}" ]]; then
     echo "scripts/test.sh: the interop Python packages are required in CI" >&2
     exit 1
 fi
+# The E2B SDK's own venv: tests/envd.rs drives it against --envd on every target.
+if ! bash interop/run.sh --install-e2b </dev/null && [[ -n "${CI:-}" ]]; then
+    echo "scripts/test.sh: the E2B SDK (interop/e2b) is required in CI" >&2
+    exit 1
+fi
 
 cargo test --workspace --locked
 

@@ -59,6 +59,9 @@ mod initmode;
 /// `mcp-exec health URL` against real HTTP servers and closed ports.
 mod health;
 
+/// E2B envd (SPEC §21): the e2b Python SDK against `--envd` on every target, and raw Connect.
+mod envd;
+
 /// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
 mod http;
 

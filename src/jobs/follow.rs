@@ -401,3 +401,122 @@ impl RawFollow<'_> {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! `raw_bytes` and `find`, on a table whose jobs are started, fed and
+    //! ended by hand (no process).
+
+    use std::time::Duration;
+
+    use init::{Pid, SpawnSpec};
+
+    use super::*;
+    use crate::capture::CapturePolicy;
+    use crate::jobs::JobsSettings;
+    use crate::jobs::state::{ExitOutcome, Pending};
+
+    fn service() -> Jobs {
+        Jobs::refusing(&JobsSettings {
+            grace: Duration::ZERO,
+            max_running: 8,
+            max_queued: 8,
+            breaker_failures: 0,
+            breaker_cooldown: Duration::ZERO,
+            shell_session_idle: Duration::from_secs(60),
+            oom_score_adj: None,
+        })
+    }
+
+    /// A running job with a `window`-byte window per stream, its process `pid`.
+    fn start(jobs: &Jobs, window: usize, pid: i32, label: &str) -> JobId {
+        let table = &jobs.shared.table;
+        let id = table.next_id();
+        let pending = Pending {
+            spec: SpawnSpec::shell("true"),
+            stdin: None,
+            close_stdin: false,
+            terminal: None,
+            timeout: None,
+            idle_timeout: None,
+            shell_session: None,
+        };
+        let job = Job::queued(
+            id,
+            pending,
+            CapturePolicy::default(),
+            Some(label.into()),
+            window,
+        );
+        assert_eq!(table.submit(job).map(|a| a.len()), Ok(1));
+        assert!(table.started(id, Pid(pid), None, None));
+        id
+    }
+
+    #[tokio::test]
+    async fn raw_bytes_gives_each_streams_bytes_unsanitised_from_the_first_held_one_then_the_result()
+     {
+        let jobs = service();
+        let table = &jobs.shared.table;
+        let id = start(&jobs, 8, 300_000, "x");
+        assert!(table.push_output(id, Stream::Stdout, b"0123456789\xff"));
+        assert!(table.push_output(id, Stream::Stderr, b"e\xfe"));
+        let view = View {
+            fields: Fields::PartTwo,
+            redact: None,
+        };
+        let mut follow = jobs.follow(id, 0, 4, view).raw_bytes();
+        assert!(matches!(
+            follow.next().await,
+            Some(Event::Started { pid: Pid(300_000) })
+        ));
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        assert!(table.set_terminal(id, ExitOutcome::Exited(3)));
+        loop {
+            match follow.next().await {
+                Some(Event::Bytes {
+                    stream: Stream::Stdout,
+                    offset,
+                    data,
+                }) => {
+                    assert_eq!(offset, 3 + out.len() as u64, "from the first byte held");
+                    assert!(data.len() <= 4);
+                    out.extend(data);
+                }
+                Some(Event::Bytes {
+                    stream: Stream::Stderr,
+                    data,
+                    ..
+                }) => err.extend(data),
+                Some(Event::Exit(job)) => {
+                    assert_eq!(job.phase(), super::super::JobPhase::Exited(3));
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(out, b"3456789\xff");
+        assert_eq!(err, b"e\xfe");
+        assert!(follow.next().await.is_none());
+        assert!(matches!(jobs.deliver(id), Claim::Unknown), "delivered once");
+    }
+
+    #[test]
+    fn find_names_the_newest_job_its_listing_entry_matches() {
+        let jobs = service();
+        let a = start(&jobs, 8, 300_001, "web");
+        let b = start(&jobs, 8, 300_002, "web");
+        assert_eq!(
+            jobs.find(|l| l.label.as_deref() == Some("web"))
+                .map(|l| l.id),
+            Some(b)
+        );
+        let by_pid = jobs.find(|l| l.pid == Some(Pid(300_001))).unwrap();
+        assert_eq!(
+            (by_pid.id, by_pid.phase),
+            (a, super::super::JobPhase::Running)
+        );
+        assert!(jobs.find(|l| l.pid == Some(Pid(1))).is_none());
+    }
+}

@@ -51,6 +51,7 @@ use crate::config::Config;
 use crate::tools::App;
 use session::McpSession;
 use transport::http;
+pub use transport::sandboxd::rest::SandboxdRest;
 use transport::stdio::{self, Input, Stdio};
 
 /// Which transports serve, from the listener settings (validated: an
@@ -65,6 +66,9 @@ pub struct Listeners {
     pub metrics: Option<SocketAddr>,
     /// E2B envd's listener (SPEC §21).
     pub envd: Option<transport::envd::EnvdSettings>,
+    /// sandboxd's REST API (SPEC §21); set by `main` once the cwd policy
+    /// it must lie within is built.
+    pub sandboxd_rest: Option<transport::sandboxd::rest::SandboxdRest>,
 }
 
 impl Listeners {
@@ -90,6 +94,7 @@ impl Listeners {
             http,
             metrics,
             envd,
+            sandboxd_rest: None,
         })
     }
 }
@@ -127,12 +132,14 @@ pub async fn run(
     if let Some(envd) = listeners.envd {
         transport::envd::start(envd, Arc::clone(&app), &shutdown).await?;
     }
-    let serving_http = listeners.http.is_some();
+    // A platform listener serves on after stdin's end, as HTTP does.
+    let serving_http = listeners.http.is_some() || listeners.sandboxd_rest.is_some();
     let http = if serving_http || listeners.metrics.is_some() {
         Some(
             http::start(
                 listeners.http,
                 listeners.metrics,
+                listeners.sandboxd_rest,
                 Arc::clone(&app),
                 &shutdown,
             )

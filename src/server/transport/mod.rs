@@ -8,7 +8,12 @@
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
 //! - [`envd`]: E2B envd's Connect-RPC and `/files` (SPEC §21).
+//! - [`platform`]: the auth rule every platform listener (sandboxd, envd;
+//!   SPEC §21) applies, at start-up and per request.
+//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (SPEC §21).
 
 pub mod envd;
 pub mod http;
+pub mod platform;
+pub mod sandboxd;
 pub mod stdio;

@@ -26,24 +26,23 @@
 //! - Relative paths resolve against the home of `username`, else the
 //!   server's `$HOME`, else `/` ([`super::filesystem::absolute`]).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use super::super::http::body::Body;
-use super::super::http::files::{Upload, blocking, send_file};
+use super::super::http::files::{Frames, Received, blocking, receive, send_file};
+use super::connect::Reply;
 use super::filesystem::{Names, absolute, home};
-use crate::files::commit::Options;
+use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::tools::App;
-
-use super::connect::Reply;
 
 /// The most `file` parts one multipart request may carry.
 pub const MAX_PARTS: usize = 1000;
@@ -169,39 +168,6 @@ fn written(path: &std::path::Path) -> WriteInfo {
     }
 }
 
-/// Where a `POST` body comes from: its frames, each within the stall
-/// timeout.
-struct Frames {
-    body: Incoming,
-    stall: std::time::Duration,
-}
-
-enum Frame {
-    Data(Bytes),
-    End,
-    Stalled,
-    Broken,
-}
-
-impl Frames {
-    async fn next(&mut self) -> Frame {
-        loop {
-            let Ok(frame) = tokio::time::timeout(self.stall, self.body.frame()).await else {
-                return Frame::Stalled;
-            };
-            match frame {
-                None => return Frame::End,
-                Some(Err(_)) => return Frame::Broken,
-                Some(Ok(f)) => {
-                    if let Ok(d) = f.into_data() {
-                        return Frame::Data(d);
-                    }
-                }
-            }
-        }
-    }
-}
-
 fn stalled(stall: std::time::Duration) -> Reply {
     closing(error(
         StatusCode::REQUEST_TIMEOUT,
@@ -222,6 +188,28 @@ fn options() -> Options {
     Options {
         mode: None,
         overwrite: true,
+    }
+}
+
+/// Stages the file at `target` (missing parents made, as envd does).
+fn staged(
+    app: &Arc<App>,
+    target: PathBuf,
+) -> impl FnOnce() -> Result<Staged, FileError> + Send + 'static {
+    let app = Arc::clone(app);
+    move || Staged::create(Place::resolve(&app.cwd, &target, true)?)
+}
+
+/// What one received file answers: its `WriteInfo`, or the whole reply.
+fn outcome(got: Received, stall: std::time::Duration) -> Result<WriteInfo, Reply> {
+    if got.stalled {
+        return Err(stalled(stall));
+    }
+    match got.outcome {
+        Ok(c) => Ok(written(std::path::Path::new(&c.path))),
+        Err(e) if got.complete => Err(file_error(&e)),
+        // The rest of the body was never read.
+        Err(e) => Err(closing(file_error(&e))),
     }
 }
 
@@ -249,10 +237,8 @@ async fn post(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    let mut frames = Frames {
-        body: req.into_body(),
-        stall: app.config.http_stall_timeout,
-    };
+    let stall = app.config.http_stall_timeout;
+    let mut body = req.into_body();
     let media = content_type
         .split(';')
         .next()
@@ -266,7 +252,7 @@ async fn post(
                 "multipart/form-data without a boundary",
             ));
         };
-        return multipart(app, &mut frames, &boundary, path, user).await;
+        return multipart(app, &mut body, stall, &boundary, path, user).await;
     }
     if media != "application/octet-stream" {
         return closing(error(
@@ -286,34 +272,9 @@ async fn post(
         Ok(t) => t,
         Err(e) => return closing(file_error(&e)),
     };
-    let mut upload = Upload::start(Arc::clone(app), target, true, None, options());
-    let outcome = loop {
-        match frames.next().await {
-            Frame::Data(d) => {
-                if upload.push(&d).await.is_err() {
-                    break Err(closing(match upload.abort().await {
-                        Err(e) => file_error(&e),
-                        Ok(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the writer stopped"),
-                    }));
-                }
-            }
-            Frame::End => break Ok(upload.finish().await),
-            Frame::Stalled => {
-                let _ = upload.abort().await;
-                break Err(stalled(frames.stall));
-            }
-            Frame::Broken => {
-                let _ = upload.abort().await;
-                break Err(closing(error(
-                    StatusCode::BAD_REQUEST,
-                    "the body ended early; nothing was written",
-                )));
-            }
-        }
-    };
-    match outcome {
-        Ok(Ok(done)) => answer(&[written(std::path::Path::new(&done.path))]),
-        Ok(Err(e)) => file_error(&e),
+    let got = receive(&mut body, stall, staged(app, target), None, options()).await;
+    match outcome(got, stall) {
+        Ok(w) => answer(&[w]),
         Err(reply) => reply,
     }
 }
@@ -339,119 +300,115 @@ fn boundary_of(content_type: &str) -> Option<String> {
     })
 }
 
+/// A multipart body's events: its frames through the [`Multipart`] parser.
+struct Parts<'a> {
+    body: &'a mut Incoming,
+    parser: Multipart,
+    queue: VecDeque<Event>,
+    end: bool,
+}
+
+impl Parts<'_> {
+    /// The next event; `None` at the end of the body; `Err` when it is
+    /// broken or malformed.
+    async fn next(&mut self) -> Option<Result<Event, String>> {
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return Some(Ok(e));
+            }
+            if self.end {
+                return None;
+            }
+            match Frames::next(self.body).await {
+                None => self.end = true,
+                Some(Ok(data)) => match self.parser.feed(&data) {
+                    Ok(events) => self.queue.extend(events),
+                    Err(why) => return Some(Err(why)),
+                },
+                Some(Err(why)) => return Some(Err(why)),
+            }
+        }
+    }
+}
+
+/// One part's body as [`receive`] reads it: its data, then `None` at its
+/// end — so that each part goes through the one `PUT` pipeline.
+struct Part<'a, 'b>(&'a mut Parts<'b>);
+
+impl Frames for Part<'_, '_> {
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        match self.0.next().await {
+            Some(Ok(Event::Data(d))) => Some(Ok(d)),
+            Some(Ok(Event::PartEnd)) => None,
+            Some(Ok(Event::Part { .. })) => Some(Err("a part began inside another".into())),
+            Some(Err(why)) => Some(Err(why)),
+            None => Some(Err("the multipart body ended inside a part".into())),
+        }
+    }
+}
+
 async fn multipart(
     app: &Arc<App>,
-    frames: &mut Frames,
+    body: &mut Incoming,
+    stall: std::time::Duration,
     boundary: &str,
     path: Option<String>,
     user: Option<String>,
 ) -> Reply {
-    let mut parser = Multipart::new(boundary);
-    let mut upload: Option<Upload> = None;
+    let mut parts = Parts {
+        body,
+        parser: Multipart::new(boundary),
+        queue: VecDeque::new(),
+        end: false,
+    };
     let mut done: Vec<WriteInfo> = Vec::new();
-    let mut parts = 0usize;
+    let mut files = 0usize;
     loop {
-        let data = match frames.next().await {
-            Frame::Data(d) => d,
-            Frame::End => {
-                if let Some(u) = upload.take() {
-                    let _ = u.abort().await;
-                }
-                if parser.finished() {
-                    break;
-                }
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "the multipart body ended before its closing boundary; the part being written was not committed",
-                );
-            }
-            Frame::Stalled => {
-                if let Some(u) = upload.take() {
-                    let _ = u.abort().await;
-                }
-                return stalled(frames.stall);
-            }
-            Frame::Broken => {
-                if let Some(u) = upload.take() {
-                    let _ = u.abort().await;
-                }
+        let Ok(next) = tokio::time::timeout(stall, parts.next()).await else {
+            return stalled(stall);
+        };
+        let (name, filename) = match next {
+            None => break,
+            Some(Err(why)) => return closing(error(StatusCode::BAD_REQUEST, &why)),
+            Some(Ok(Event::Part { name, filename })) => (name, filename),
+            // The body of a part not named `file`: skipped.
+            Some(Ok(Event::Data(_) | Event::PartEnd)) => continue,
+        };
+        if name != "file" {
+            continue;
+        }
+        files += 1;
+        if files > MAX_PARTS {
+            return closing(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("more than {MAX_PARTS} files in one upload"),
+            ));
+        }
+        let text = match (&path, filename) {
+            (Some(p), _) if files == 1 => p.clone(),
+            (_, Some(f)) if !f.is_empty() => f,
+            _ => {
                 return closing(error(
                     StatusCode::BAD_REQUEST,
-                    "the body ended early; the part being written was not committed",
+                    "a file part needs a filename (its path) when ?path is not given",
                 ));
             }
         };
-        let events = match parser.feed(&data) {
-            Ok(events) => events,
-            Err(why) => {
-                if let Some(u) = upload.take() {
-                    let _ = u.abort().await;
-                }
-                return closing(error(StatusCode::BAD_REQUEST, &why));
-            }
+        let target = match target(&text, user.as_deref()) {
+            Ok(t) => t,
+            Err(e) => return closing(file_error(&e)),
         };
-        for event in events {
-            match event {
-                Event::Part { name, filename } => {
-                    if name != "file" {
-                        continue;
-                    }
-                    parts += 1;
-                    if parts > MAX_PARTS {
-                        return closing(error(
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            &format!("more than {MAX_PARTS} files in one upload"),
-                        ));
-                    }
-                    let text = match (&path, filename) {
-                        (Some(p), _) if parts == 1 => p.clone(),
-                        (_, Some(f)) if !f.is_empty() => f,
-                        _ => {
-                            return closing(error(
-                                StatusCode::BAD_REQUEST,
-                                "a file part needs a filename (its path) when ?path is not given",
-                            ));
-                        }
-                    };
-                    let target = match target(&text, user.as_deref()) {
-                        Ok(t) => t,
-                        Err(e) => return closing(file_error(&e)),
-                    };
-                    upload = Some(Upload::start(
-                        Arc::clone(app),
-                        target,
-                        true,
-                        None,
-                        options(),
-                    ));
-                }
-                Event::Data(bytes) => {
-                    if let Some(u) = upload.as_mut()
-                        && u.push(&bytes).await.is_err()
-                    {
-                        let failed = upload.take().map(Upload::abort);
-                        let reply = match failed {
-                            Some(f) => match f.await {
-                                Err(e) => file_error(&e),
-                                Ok(_) => {
-                                    error(StatusCode::INTERNAL_SERVER_ERROR, "the writer stopped")
-                                }
-                            },
-                            None => error(StatusCode::INTERNAL_SERVER_ERROR, "the writer stopped"),
-                        };
-                        return closing(reply);
-                    }
-                }
-                Event::PartEnd => {
-                    if let Some(u) = upload.take() {
-                        match u.finish().await {
-                            Ok(c) => done.push(written(std::path::Path::new(&c.path))),
-                            Err(e) => return closing(file_error(&e)),
-                        }
-                    }
-                }
-            }
+        let got = receive(&mut Part(&mut parts), stall, staged(app, target), None, options()).await;
+        match outcome(got, stall) {
+            Ok(w) => done.push(w),
+            Err(reply) => return closing(reply),
         }
+    }
+    if !parts.parser.finished() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the multipart body ended before its closing boundary",
+        );
     }
     if done.is_empty() {
         return error(

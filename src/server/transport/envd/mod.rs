@@ -19,7 +19,12 @@
 //! else is `404` (another RPC method than `POST`: `405`).
 //!
 //! Auth: every path but `/health` passes the platform rule first
-//! ([`authorize`]): SPEC §21, our token as `X-Access-Token` or a bearer.
+//! ([`PlatformAuth::check`], SPEC §21): one `Host` naming loopback on a
+//! loopback bind, an allowed `Origin`, and, when our token is set, the
+//! token as `X-Access-Token` (what the SDK sends outside debug mode) or
+//! `Authorization: Bearer`; a refusal is its status with a Connect error
+//! body. At start-up, a non-loopback `--envd` without a token needs
+//! `MCP_EXEC_PLATFORM_INSECURE=1`.
 
 mod connect;
 mod files;
@@ -30,12 +35,10 @@ mod watchers;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::header::HeaderMap;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -44,9 +47,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::http::body::Body;
+use super::platform::{Platform, PlatformAuth, Refusal};
 use crate::jobs::JobId;
 use crate::tools::App;
-use connect::Reply;
+use connect::{Code, Reply};
 
 /// A client must send a request's head within this.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,21 +60,20 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The envd listener's settings, validated at start-up.
 #[derive(Debug, Clone)]
 pub struct EnvdSettings {
-    /// Where to listen.
-    pub addr: SocketAddr,
+    /// Where to listen, and the auth rule there (SPEC §21).
+    pub auth: PlatformAuth,
 }
 
 impl EnvdSettings {
-    /// `MCP_EXEC_ENVD` (`--envd`), when set; an `Err` names the setting.
+    /// `MCP_EXEC_ENVD` (`--envd`), when set; an `Err` names the setting
+    /// (a bad address, or a non-loopback one without our token and without
+    /// `MCP_EXEC_PLATFORM_INSECURE=1`), and `main` exits 2.
     pub fn from_config(config: &crate::config::Config) -> Result<Option<EnvdSettings>, String> {
         let Some(raw) = config.envd.as_deref() else {
             return Ok(None);
         };
-        // TODO(lead): the platform auth rule (`transport::platform`, built on
-        // branch `rest`): its start-up check goes here, its per-request check
-        // in `authorize`.
-        let addr = super::http::settings::listen_address("MCP_EXEC_ENVD (--envd)", raw)?;
-        Ok(Some(EnvdSettings { addr }))
+        let auth = PlatformAuth::new(Platform::Envd, raw, config)?;
+        Ok(Some(EnvdSettings { auth }))
     }
 }
 
@@ -80,6 +83,8 @@ pub(crate) struct EnvdState {
     pub(crate) app: Arc<App>,
     /// Cancelled at shutdown.
     pub(crate) shutdown: CancellationToken,
+    /// The per-request auth rule.
+    auth: PlatformAuth,
     /// The processes started here: what `List` shows of each.
     processes: Mutex<HashMap<JobId, process::Started>>,
     /// The polling directory watchers (`CreateWatcher`), bounded.
@@ -107,15 +112,17 @@ pub async fn start(
     app: Arc<App>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let socket = TcpListener::bind(settings.addr).await.map_err(|e| {
-        std::io::Error::new(e.kind(), format!("binding {} for envd: {e}", settings.addr))
-    })?;
+    let addr = settings.auth.addr();
+    let socket = TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr} for envd: {e}")))?;
     let bound = socket.local_addr()?;
     tracing::info!(%bound, "listening for envd");
     eprintln!("mcp-exec: listening for envd on {bound}");
     let state = Arc::new(EnvdState {
         app,
         shutdown: shutdown.clone(),
+        auth: settings.auth,
         processes: Mutex::new(HashMap::new()),
         watchers: watchers::Watchers::default(),
     });
@@ -166,8 +173,8 @@ async fn route(state: &Arc<EnvdState>, req: Request<Incoming>) -> Reply {
             _ => empty(StatusCode::METHOD_NOT_ALLOWED),
         };
     }
-    if let Some(refused) = authorize(state, req.headers()) {
-        return refused;
+    if let Err(refused) = state.auth.check(req.uri(), req.headers()) {
+        return refusal(refused);
     }
     if path == "/files" {
         return files::handle(state, req).await;
@@ -205,10 +212,16 @@ enum Service {
     Filesystem,
 }
 
-/// The platform auth rule (SPEC §21): `Some` is the refusal.
-fn authorize(_state: &EnvdState, _headers: &HeaderMap) -> Option<Reply> {
-    // TODO(lead): `transport::platform::PlatformAuth::check` (branch `rest`).
-    None
+/// A request the platform rule refused: its HTTP status, and a Connect
+/// error body (`unauthenticated` without the token).
+fn refusal(r: Refusal) -> Reply {
+    let code = match r {
+        Refusal::Token(_) => Code::Unauthenticated,
+        Refusal::Forbidden(_) => Code::PermissionDenied,
+        Refusal::Host(_) => Code::InvalidArgument,
+    };
+    let body = serde_json::json!({"code": code.name(), "message": r.message()});
+    connect::typed(r.status(), connect::JSON, Body::full(body.to_string()))
 }
 
 /// A response with no body.

@@ -37,7 +37,8 @@
 //! `{"type":"resync"}` when events were lost (list the tree again); and,
 //! when the watch ends on its own (the directory deleted or moved, too many
 //! directories), `event: end` `{"type":"end","reason"}` and the end of the
-//! stream. `: keep-alive` every [`super::exec::KEEP_ALIVE`]. A client that
+//! stream. `: keep-alive` every [`super::exec::KEEP_ALIVE`]. At most
+//! [`MAX_WATCH_STREAMS`] streams are open at once (`503` past that). A client that
 //! goes away, or the server's shutdown, ends the watch and closes its
 //! inotify descriptor. The events wait in a channel of [`WATCH_DEPTH`]:
 //! a client that reads slower than changes happen makes the watch's bounded
@@ -54,9 +55,11 @@
 //! [`FILE_WORKERS`] to the file operations (a stalled transfer costs its
 //! buffers and a descriptor).
 
+use std::future::Future;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
@@ -118,7 +121,10 @@ impl<'a> Query<'a> {
     }
 }
 
-fn json_reply(code: StatusCode, value: &impl Serialize) -> HttpReply {
+pub(in crate::server::transport) fn json_reply(
+    code: StatusCode,
+    value: &impl Serialize,
+) -> HttpReply {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
     reply::json(code, body)
@@ -243,8 +249,22 @@ fn no_content() -> HttpReply {
 /// Events of a `?watch` stream in flight to hyper.
 pub const WATCH_DEPTH: usize = 16;
 
+/// How many `?watch` streams may be open at once. Each holds an inotify
+/// instance, and the kernel's `fs.inotify.max_user_instances` (128 by
+/// default) is shared with the jobs of the same user (a dev server's file
+/// watcher), which watch streams must not starve.
+pub const MAX_WATCH_STREAMS: usize = 16;
+
+static WATCH_STREAMS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_WATCH_STREAMS);
+
 /// `GET ?watch`: see the module doc.
 async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> HttpReply {
+    let Ok(slot) = WATCH_STREAMS.try_acquire() else {
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("{MAX_WATCH_STREAMS} watch streams are open already; close one first"),
+        );
+    };
     let app = Arc::clone(&state.app);
     let opened = blocking(move || Watch::open(&app.cwd, &target, recursive, Limits::default()));
     let watch = match opened.await {
@@ -252,6 +272,7 @@ async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> Http
         Err(e) => return error(&e),
     };
     tracing::debug!(root = ?watch.root(), recursive, dirs = watch.watched_dirs(), "GET /files?watch: watching");
+    let shutdown = state.shutdown.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(WATCH_DEPTH);
     let _ = tx.try_send(sse_event(
         "ready",
@@ -261,7 +282,10 @@ async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> Http
             "recursive": recursive,
         }),
     ));
-    tokio::spawn(stream_watch(watch, tx, state.shutdown.clone()));
+    tokio::spawn(async move {
+        stream_watch(watch, tx, shutdown).await;
+        drop(slot);
+    });
     reply::sse(rx)
 }
 
@@ -336,87 +360,6 @@ enum Piece {
     End,
 }
 
-/// One file being received: chunks gathered to [`TRANSFER_CHUNK`] and
-/// handed to a writing task that commits them atomically (the module doc's
-/// "memory stays flat"). `PUT /files` and envd's `POST /files` both receive
-/// through it.
-pub(in crate::server::transport) struct Upload {
-    tx: mpsc::Sender<Piece>,
-    writer: tokio::task::JoinHandle<Result<files::commit::Committed, FileError>>,
-    pool: std::sync::mpsc::Receiver<BytesMut>,
-    gathered: BytesMut,
-}
-
-impl Upload {
-    /// Starts the writing task for `target` (`mkdirs`: create missing
-    /// parents); `expected` is verified before the rename.
-    pub(in crate::server::transport) fn start(
-        app: Arc<crate::tools::App>,
-        target: PathBuf,
-        mkdirs: bool,
-        expected: Option<[u8; 32]>,
-        opts: Options,
-    ) -> Upload {
-        let (tx, rx) = mpsc::channel::<Piece>(DEPTH);
-        // Chunks come back once written, to be filled again: buffers this
-        // big are fresh mappings otherwise (the allocator maps anything
-        // over 128 KiB), each one page-faulted in and unmapped again.
-        let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
-        let writer = tokio::spawn(write_pieces(app, target, mkdirs, rx, home, expected, opts));
-        Upload {
-            tx,
-            writer,
-            pool,
-            gathered: BytesMut::new(),
-        }
-    }
-
-    /// Appends `data`; `Err` when the writer has stopped (then
-    /// [`Upload::abort`] gives its error).
-    pub(in crate::server::transport) async fn push(&mut self, data: &[u8]) -> Result<(), ()> {
-        if self.gathered.capacity() == 0 {
-            self.gathered = match self.pool.try_recv() {
-                Ok(mut used) => {
-                    used.clear();
-                    used
-                }
-                Err(_) => BytesMut::with_capacity(TRANSFER_CHUNK),
-            };
-        }
-        self.gathered.extend_from_slice(data);
-        if self.gathered.len() < TRANSFER_CHUNK {
-            return Ok(());
-        }
-        let chunk = self.gathered.split().freeze();
-        self.tx.send(Piece::Data(chunk)).await.map_err(|_| ())
-    }
-
-    /// The whole body arrived: the rest is written and committed.
-    pub(in crate::server::transport) async fn finish(
-        mut self,
-    ) -> Result<files::commit::Committed, FileError> {
-        if !self.gathered.is_empty() {
-            let _ = self
-                .tx
-                .send(Piece::Data(self.gathered.split().freeze()))
-                .await;
-        }
-        let _ = self.tx.send(Piece::End).await;
-        self.abort().await
-    }
-
-    /// The body ended early (or the writer failed): the temporary file is
-    /// removed, and the writer's error is the answer.
-    pub(in crate::server::transport) async fn abort(
-        self,
-    ) -> Result<files::commit::Committed, FileError> {
-        drop(self.tx);
-        self.writer
-            .await
-            .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))))
-    }
-}
-
 async fn put(
     app: Arc<crate::tools::App>,
     req: Request<Incoming>,
@@ -452,12 +395,89 @@ async fn put(
     };
     let mkdirs = query.flag("mkdirs");
     let stall = app.config.http_stall_timeout;
-    let mut upload = Upload::start(app, target, mkdirs, expected, opts);
     let mut body = req.into_body();
+    let open = move || Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?);
+    let got = receive(&mut body, stall, open, expected, opts).await;
+    let reply = match got.outcome {
+        _ if got.stalled => stalled(stall),
+        Ok(done) if done.created => json_reply(StatusCode::CREATED, &done),
+        Ok(done) => json_reply(StatusCode::OK, &done),
+        Err(e) => error(&e),
+    };
+    if got.complete {
+        reply
+    } else {
+        reply::closing(reply)
+    }
+}
+
+/// The `408` of a body that stalled.
+pub(in crate::server::transport) fn stalled(stall: Duration) -> HttpReply {
+    status(
+        StatusCode::REQUEST_TIMEOUT,
+        &format!(
+            "the body stalled for {} s (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
+            stall.as_secs_f64()
+        ),
+    )
+}
+
+/// A request body as the data frames a `PUT` writes: the raw body
+/// ([`Incoming`]) or one part of it (sandboxd's `multipart/form-data`).
+pub(in crate::server::transport) trait Frames: Send {
+    /// The next bytes; `None` at the end; `Err` (the client's fault, said
+    /// as a `400`) for a broken body.
+    fn next(&mut self) -> impl Future<Output = Option<Result<Bytes, String>>> + Send;
+}
+
+impl Frames for Incoming {
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        loop {
+            match self.frame().await? {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Some(Ok(data));
+                    }
+                }
+                Err(e) => return Some(Err(format!("reading the body: {e}"))),
+            }
+        }
+    }
+}
+
+/// How a `PUT` body went.
+pub(in crate::server::transport) struct Received {
+    /// The commit, or why there was none.
+    pub outcome: Result<files::commit::Committed, FileError>,
+    /// The whole body was read (else the connection cannot be reused).
+    pub complete: bool,
+    /// A frame did not come within the stall timeout (answer `408`).
+    pub stalled: bool,
+}
+
+/// Streams `body` into the file `open` stages, and commits it with
+/// `expected` and `opts` (see the module doc: memory stays flat, a stalled
+/// or vanished client leaves nothing). The one `PUT` pipeline, for
+/// `/files` and sandboxd's `/v1/files`.
+pub(in crate::server::transport) async fn receive<F: Frames>(
+    body: &mut F,
+    stall: Duration,
+    open: impl FnOnce() -> Result<Staged, FileError> + Send + 'static,
+    expected: Option<[u8; 32]>,
+    opts: Options,
+) -> Received {
+    let (tx, rx) = mpsc::channel::<Piece>(DEPTH);
+    // Chunks come back once written, to be filled again: buffers this big
+    // are fresh mappings otherwise (the allocator maps anything over 128
+    // KiB), each one page-faulted in and unmapped again.
+    let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
+    let writer = tokio::spawn(write_pieces(open, rx, home, expected, opts));
     let mut complete = false;
     let mut stalled = false;
+    let mut broken = None;
+    let mut gathered = BytesMut::new();
     loop {
-        let Ok(frame) = tokio::time::timeout(stall, body.frame()).await else {
+        let Ok(frame) = tokio::time::timeout(stall, body.next()).await else {
             stalled = true;
             break;
         };
@@ -466,62 +486,72 @@ async fn put(
                 complete = true;
                 break;
             }
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else {
+            Some(Ok(data)) => {
+                if gathered.capacity() == 0 {
+                    gathered = match pool.try_recv() {
+                        Ok(mut used) => {
+                            used.clear();
+                            used
+                        }
+                        Err(_) => BytesMut::with_capacity(TRANSFER_CHUNK),
+                    };
+                }
+                gathered.extend_from_slice(&data);
+                if gathered.len() < TRANSFER_CHUNK {
                     continue;
-                };
-                if upload.push(&data).await.is_err() {
+                }
+                if tx
+                    .send(Piece::Data(gathered.split().freeze()))
+                    .await
+                    .is_err()
+                {
                     // The writer stopped early: its error is the answer.
                     break;
                 }
             }
             // The client went away or sent a broken body: the writer sees
             // the channel close without `End` and removes its file.
-            Some(Err(_)) => break,
+            Some(Err(why)) => {
+                broken = Some(why);
+                break;
+            }
         }
     }
+    if complete {
+        if !gathered.is_empty() {
+            let _ = tx.send(Piece::Data(gathered.split().freeze())).await;
+        }
+        let _ = tx.send(Piece::End).await;
+    }
+    drop(tx);
     // Awaited also after a stall, so the temporary file is gone before the
     // `408` is sent.
-    let outcome = if complete {
-        upload.finish().await
-    } else {
-        upload.abort().await
-    };
-    let mut reply = match outcome {
-        _ if stalled => status(
-            StatusCode::REQUEST_TIMEOUT,
-            &format!(
-                "the body stalled for {} s (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
-                stall.as_secs_f64()
-            ),
-        ),
-        Ok(done) if done.created => json_reply(StatusCode::CREATED, &done),
-        Ok(done) => json_reply(StatusCode::OK, &done),
-        Err(e) => error(&e),
-    };
-    if !complete {
-        // The rest of the body was never read: the connection cannot be
-        // reused.
-        reply
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    let mut outcome = writer
+        .await
+        .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))));
+    if let (Some(why), Err(_)) = (broken, &outcome) {
+        outcome = Err(FileError::new(
+            Kind::Invalid,
+            format!("{why}; nothing was written"),
+        ));
     }
-    reply
+    Received {
+        outcome,
+        complete,
+        stalled,
+    }
 }
 
 /// The writing task of a `PUT`: waits for chunks on the async side and
 /// writes each on a blocking task of its own (see the module doc).
 async fn write_pieces(
-    app: Arc<crate::tools::App>,
-    target: PathBuf,
-    mkdirs: bool,
+    open: impl FnOnce() -> Result<Staged, FileError> + Send + 'static,
     mut rx: mpsc::Receiver<Piece>,
     home: std::sync::mpsc::SyncSender<BytesMut>,
     expected: Option<[u8; 32]>,
     opts: Options,
 ) -> Result<files::commit::Committed, FileError> {
-    let mut staged =
-        blocking(move || Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?)).await?;
+    let mut staged = blocking(open).await?;
     loop {
         match rx.recv().await {
             Some(Piece::Data(d)) => {
