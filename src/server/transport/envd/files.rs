@@ -201,15 +201,15 @@ fn staged(
 }
 
 /// What one received file answers: its `WriteInfo`, or the whole reply.
-fn outcome(got: Received, stall: std::time::Duration) -> Result<WriteInfo, Reply> {
+fn outcome(got: Received, stall: std::time::Duration) -> Result<WriteInfo, Box<Reply>> {
     if got.stalled {
-        return Err(stalled(stall));
+        return Err(Box::new(stalled(stall)));
     }
     match got.outcome {
         Ok(c) => Ok(written(std::path::Path::new(&c.path))),
-        Err(e) if got.complete => Err(file_error(&e)),
+        Err(e) if got.complete => Err(Box::new(file_error(&e))),
         // The rest of the body was never read.
-        Err(e) => Err(closing(file_error(&e))),
+        Err(e) => Err(Box::new(closing(file_error(&e)))),
     }
 }
 
@@ -275,7 +275,7 @@ async fn post(
     let got = receive(&mut body, stall, staged(app, target), None, options()).await;
     match outcome(got, stall) {
         Ok(w) => answer(&[w]),
-        Err(reply) => reply,
+        Err(reply) => *reply,
     }
 }
 
@@ -398,10 +398,17 @@ async fn multipart(
             Ok(t) => t,
             Err(e) => return closing(file_error(&e)),
         };
-        let got = receive(&mut Part(&mut parts), stall, staged(app, target), None, options()).await;
+        let got = receive(
+            &mut Part(&mut parts),
+            stall,
+            staged(app, target),
+            None,
+            options(),
+        )
+        .await;
         match outcome(got, stall) {
             Ok(w) => done.push(w),
-            Err(reply) => return closing(reply),
+            Err(reply) => return closing(*reply),
         }
     }
     if !parts.parser.finished() {
