@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Issue 24's file figure: a 4 MiB files.write / files.read through the e2b SDK (envd's
 # POST/GET /files on --envd) against the same 4 MiB through our own PUT/GET /files/<path>
-# (--http, with a token), in the same run, same server, same disk. Prints one JSON line
-# (p50 and min of ROUNDS rounds, milliseconds, client-side wall time).
+# (--http), in the same run, same server, same disk. Both listeners are on loopback without a
+# token (the SDK's debug mode sends none; with a token set, envd would require it). Prints one
+# JSON line (p50 and min of ROUNDS rounds, milliseconds, client-side wall time).
 #   bench/envd_files.sh [ROUNDS]        (default 20; needs interop/e2b/.venv and a built binary)
-# MCP_EXEC_BIN overrides the binary (default target/release/mcp-exec, else target/debug).
+# MCP_EXEC_BIN overrides the binary (default: the static release build of images/build-offline.sh,
+# else target/release, else target/debug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-20}"
-bin="${MCP_EXEC_BIN:-target/release/mcp-exec}"
-[[ -x "$bin" ]] || bin=target/debug/mcp-exec
+bin="${MCP_EXEC_BIN:-}"
+if [[ -z "$bin" ]]; then
+    for b in target/x86_64-unknown-linux-gnu/release/mcp-exec target/release/mcp-exec target/debug/mcp-exec; do
+        [[ -x "$b" ]] && { bin=$b; break; }
+    done
+fi
+echo "bench/envd_files.sh: $bin" >&2
 py=interop/e2b/.venv/bin/python
 [[ -x "$py" ]] || { echo "no $py: create the e2b venv (interop/run.sh)" >&2; exit 1; }
 tmp="$(mktemp -d)"
 log="$tmp/server.log"
-token="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-printf '%s' "$token" >"$tmp/token"
-chmod 600 "$tmp/token"
-MCP_EXEC_HTTP_TOKEN_FILE="$tmp/token" "$bin" --no-stdio --http 127.0.0.1:0 --envd 127.0.0.1:0 2>"$log" &
+"$bin" --no-stdio --http 127.0.0.1:0 --envd 127.0.0.1:0 2>"$log" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 port_of() { sed -n "s/.*listening for $1 on 127.0.0.1:\([0-9]*\).*/\1/p" "$log" | head -1; }
@@ -27,4 +31,4 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 "$py" interop/e2b/fs_suite.py bench "http://127.0.0.1:$(port_of envd)" \
-    "http://127.0.0.1:$(port_of HTTP)" "$token" "$tmp/work" "$rounds"
+    "http://127.0.0.1:$(port_of HTTP)" "" "$tmp/work" "$rounds"

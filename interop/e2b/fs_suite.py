@@ -225,7 +225,8 @@ def bench(url, http_url, token, work, rounds):
     sbx = Sandbox.create(debug=True, sandbox_url=url)
     data = bytes(range(256)) * (4 * 1024 * 1024 // 256)
     sbx.files.make_dir(work)
-    client = httpx.Client(base_url=http_url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(base_url=http_url, headers=headers, timeout=60)
     out = {"bytes": len(data), "rounds": rounds}
     samples = {k: [] for k in ("sdk_write", "sdk_read", "files_put", "files_get")}
     for i in range(rounds):
