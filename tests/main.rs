@@ -97,3 +97,5 @@ mod terminal_programs;
 
 /// sandboxd's REST API (SPEC §21): wire shapes, the root, auth, the shared port, the official SDK.
 mod sandboxd_rest;
+/// envd's filesystem half (SPEC §21) through the official e2b Python SDK.
+mod envd_files;

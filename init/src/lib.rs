@@ -84,6 +84,17 @@ pub fn trim_heap() {
     sys::malloc_trim();
 }
 
+/// Registers a descriptor with tokio's reactor, so it can be awaited (the
+/// safe face of `AsyncFd::register`: the `AsyncFd` owns the descriptor, so
+/// it is deregistered before it is closed). Call it inside a tokio runtime
+/// with IO enabled; the server's file watch (`src/files/watch.rs`) uses it
+/// for its inotify descriptor.
+pub fn register_fd(
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    sys::async_fd_register(fd)
+}
+
 /// A process id (also used as a process-group id: a job's pgid is its pid).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pid(pub i32);

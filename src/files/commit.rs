@@ -272,6 +272,21 @@ fn sync_dir(place: &Place) {
     }
 }
 
+/// Whether `name` is one of [`temp_name`]'s (a file being written): the
+/// envd watchers leave them out, so that a write shows as its final name.
+pub fn is_temp_name(name: &std::ffi::OsStr) -> bool {
+    let b = name.as_bytes();
+    let Some(rest) = b.strip_suffix(b".mcp-exec-tmp") else {
+        return false;
+    };
+    rest.len() > 18
+        && rest[0] == b'.'
+        && rest[rest.len() - 17] == b'.'
+        && rest[rest.len() - 16..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
 /// `.<name>.<16 hex digits>.mcp-exec-tmp` (a dot file: hidden from `ls`).
 fn temp_name(name: &std::ffi::OsStr) -> Result<OsString, FileError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -293,4 +308,20 @@ fn temp_name(name: &std::ffi::OsStr) -> Result<OsString, FileError> {
     out.extend_from_slice(super::hex(&raw).as_bytes());
     out.extend_from_slice(b".mcp-exec-tmp");
     Ok(std::os::unix::ffi::OsStringExt::from_vec(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_names_are_recognised_and_nothing_else() {
+        let t = temp_name(std::ffi::OsStr::new("a.txt")).unwrap();
+        assert!(is_temp_name(&t), "{t:?}");
+        assert!(!is_temp_name(std::ffi::OsStr::new("a.txt")));
+        assert!(!is_temp_name(std::ffi::OsStr::new(".mcp-exec-tmp")));
+        assert!(!is_temp_name(std::ffi::OsStr::new(
+            ".a.zzzzzzzzzzzzzzzz.mcp-exec-tmp"
+        )));
+    }
 }

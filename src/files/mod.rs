@@ -10,6 +10,7 @@
 //! - [`read`]: opening a regular file for reading, and hashing.
 //! - [`tree`]: listing, `stat`, `mkdir`, delete and move (the HTTP file
 //!   API).
+//! - [`watch`]: watching a directory for changes (inotify; SPEC §22).
 //! - [`error`]: [`FileError`], whose kind decides an HTTP status.
 //! - `fetch` (feature `https-fetch`): an `https://` URL streamed into the
 //!   same commit (`upload`'s `file`, SPEC §22); the one part that is async
@@ -37,6 +38,7 @@ pub mod path;
 pub mod place;
 pub mod read;
 pub mod tree;
+pub mod watch;
 
 pub use error::{FileError, Kind};
 

@@ -31,6 +31,7 @@ mod files;
 mod filesystem;
 mod process;
 mod proto;
+mod watchers;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -86,6 +87,8 @@ pub(crate) struct EnvdState {
     auth: PlatformAuth,
     /// The processes started here: what `List` shows of each.
     processes: Mutex<HashMap<JobId, process::Started>>,
+    /// The polling directory watchers (`CreateWatcher`), bounded.
+    watchers: watchers::Watchers,
 }
 
 impl EnvdState {
@@ -121,6 +124,7 @@ pub async fn start(
         shutdown: shutdown.clone(),
         auth: settings.auth,
         processes: Mutex::new(HashMap::new()),
+        watchers: watchers::Watchers::default(),
     });
     tokio::spawn(accept(socket, state));
     Ok(())

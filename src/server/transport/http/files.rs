@@ -8,6 +8,7 @@
 //! | `HEAD` of a file | the headers of `GET` (`Content-Length` = the size) |
 //! | `GET` of a directory (`?limit=&after=`) | `{"entries":[{name, type, size, mode, mtime, target?}, …], "next"?}` sorted by name |
 //! | `GET ?stat` | the entry of the path itself (a symlink not followed; `target`) |
+//! | `GET` of a directory `?watch` (`&recursive`) | `text/event-stream` of its changes, until the client goes (below) |
 //! | `POST ?mkdir` (`&parents`) | `201` and the new directory's entry |
 //! | `DELETE` (`?recursive` for a directory) | `204` |
 //! | `POST ?move=<abs dest>` (`&overwrite`) | `204`; atomic, no replacing without `overwrite` |
@@ -24,6 +25,24 @@
 //! channel, and the temporary file is removed. A `GET` reads
 //! [`TRANSFER_CHUNK`]-sized pieces into a channel as deep, which hyper
 //! drains as the socket accepts them.
+//!
+//! # `?watch`: a directory's changes as SSE (SPEC §22)
+//! The watch ([`crate::files::watch`]) is set up before the answer is
+//! sent: a directory that cannot be watched is an ordinary error (`404`,
+//! `403`, `409` not a directory, `413` too many directories). Then every
+//! event is `event: <type>` with `data: {"type", "path", "is_dir"}` (and
+//! `"from"` for a `move`), `type` one of `create`, `modify`, `delete`,
+//! `move`; first `event: ready` `{"type":"ready","path","recursive"}` (the
+//! watch is live: changes after it are reported); `event: resync`
+//! `{"type":"resync"}` when events were lost (list the tree again); and,
+//! when the watch ends on its own (the directory deleted or moved, too many
+//! directories), `event: end` `{"type":"end","reason"}` and the end of the
+//! stream. `: keep-alive` every [`super::exec::KEEP_ALIVE`]. At most
+//! [`MAX_WATCH_STREAMS`] streams are open at once (`503` past that). A client that
+//! goes away, or the server's shutdown, ends the watch and closes its
+//! inotify descriptor. The events wait in a channel of [`WATCH_DEPTH`]:
+//! a client that reads slower than changes happen makes the watch's bounded
+//! queue overflow into a `resync`, never grows memory.
 //!
 //! # A stalled client holds nothing for long (issue 20, item 6)
 //! A `PUT` body frame must arrive within `MCP_EXEC_HTTP_STALL_TIMEOUT` of
@@ -55,6 +74,7 @@ use super::reply::{self, HttpReply, status};
 use super::state::HttpState;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
+use crate::files::watch::{Limits, Watch, WatchEvent};
 use crate::files::{self as files, FileError, Kind, path, read, tree};
 use crate::policy::cwd::CwdPolicy;
 
@@ -160,6 +180,9 @@ pub(super) async fn handle(state: &Arc<HttpState>, req: Request<Incoming>) -> Ht
                 Err(e) => error(&e),
             }
         }
+        Method::GET if query.get("watch").is_some() => {
+            watch(state, target, query.flag("recursive")).await
+        }
         m @ (Method::GET | Method::HEAD) => {
             let range = req
                 .headers()
@@ -221,6 +244,113 @@ pub(super) async fn handle(state: &Arc<HttpState>, req: Request<Incoming>) -> Ht
 
 fn no_content() -> HttpReply {
     reply::empty(StatusCode::NO_CONTENT)
+}
+
+/// Events of a `?watch` stream in flight to hyper.
+pub const WATCH_DEPTH: usize = 16;
+
+/// How many `?watch` streams may be open at once. Each holds an inotify
+/// instance, and the kernel's `fs.inotify.max_user_instances` (128 by
+/// default) is shared with the jobs of the same user (a dev server's file
+/// watcher), which watch streams must not starve.
+pub const MAX_WATCH_STREAMS: usize = 16;
+
+static WATCH_STREAMS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_WATCH_STREAMS);
+
+/// `GET ?watch`: see the module doc.
+async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> HttpReply {
+    let Ok(slot) = WATCH_STREAMS.try_acquire() else {
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("{MAX_WATCH_STREAMS} watch streams are open already; close one first"),
+        );
+    };
+    let app = Arc::clone(&state.app);
+    let opened = blocking(move || Watch::open(&app.cwd, &target, recursive, Limits::default()));
+    let watch = match opened.await {
+        Ok(w) => w,
+        Err(e) => return error(&e),
+    };
+    tracing::debug!(root = ?watch.root(), recursive, dirs = watch.watched_dirs(), "GET /files?watch: watching");
+    let shutdown = state.shutdown.clone();
+    let (tx, rx) = mpsc::channel::<Bytes>(WATCH_DEPTH);
+    let _ = tx.try_send(sse_event(
+        "ready",
+        &serde_json::json!({
+            "type": "ready",
+            "path": watch.root().to_string_lossy(),
+            "recursive": recursive,
+        }),
+    ));
+    tokio::spawn(async move {
+        stream_watch(watch, tx, shutdown).await;
+        drop(slot);
+    });
+    reply::sse(rx)
+}
+
+/// Frames a watch's events until the client goes, the watch ends, or the
+/// server shuts down; the watch is dropped (its descriptor closed) then.
+async fn stream_watch(
+    mut watch: Watch,
+    tx: mpsc::Sender<Bytes>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut keep_alive = tokio::time::interval(super::exec::KEEP_ALIVE);
+    keep_alive.reset();
+    loop {
+        let bytes = tokio::select! {
+            next = watch.next() => match next {
+                Some(e) => render_watch(&e),
+                None => {
+                    let reason = watch.end_reason().unwrap_or("the watch ended");
+                    let _ = tx
+                        .send(sse_event("end", &serde_json::json!({"type": "end", "reason": reason})))
+                        .await;
+                    break;
+                }
+            },
+            () = tx.closed() => break,
+            () = shutdown.cancelled() => break,
+            _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        let sent = tokio::select! {
+            sent = tx.send(bytes) => sent.is_ok(),
+            () = shutdown.cancelled() => false,
+        };
+        if !sent {
+            break;
+        }
+    }
+    tracing::debug!(root = ?watch.root(), "GET /files?watch: ended");
+}
+
+/// One watch event as SSE.
+fn render_watch(e: &WatchEvent) -> Bytes {
+    match e {
+        WatchEvent::Resync => sse_event("resync", &serde_json::json!({"type": "resync"})),
+        WatchEvent::Change {
+            kind,
+            path,
+            from,
+            is_dir,
+        } => {
+            let mut body = serde_json::json!({
+                "type": kind.name(),
+                "path": path.to_string_lossy(),
+                "is_dir": is_dir,
+            });
+            if let Some(from) = from {
+                body["from"] = serde_json::json!(from.to_string_lossy());
+            }
+            sse_event(kind.name(), &body)
+        }
+    }
+}
+
+/// `event: NAME\ndata: JSON\n\n`.
+fn sse_event(name: &str, body: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {body}\n\n"))
 }
 
 /// What the socket side hands the writing task.
