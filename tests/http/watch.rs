@@ -358,6 +358,27 @@ fn a_client_that_goes_away_ends_its_watch_and_leaves_no_inotify_descriptor(t: Ta
     again.until("create", &g);
 }
 
+fn at_most_16_watch_streams_are_open_at_once_and_a_closed_one_frees_its_slot(t: Target) {
+    let s = Both::start(t, &[], &[]);
+    let dir = fresh_dir("watch-cap");
+    let url = format!("/files{}?watch", dir.0);
+    let mut open: Vec<Stream> = (0..16).map(|_| Stream::open(s.port, &url, &[])).collect();
+    let (code, body) = refused(s.port, &url, &[]);
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("16 watch streams"),
+        "{body}"
+    );
+    drop(open.pop());
+    let freed = wait_for(Duration::from_secs(10), || inotify_fds(&s) == 15);
+    assert!(freed, "the closed stream's watch is still open");
+    let mut again = Stream::open(s.port, &url, &[]);
+    let f = format!("{}/f", dir.0);
+    std::fs::write(&f, "").unwrap();
+    again.until("create", &f);
+    open[0].until("create", &f);
+}
+
 macro_rules! watch_targets {
     ($($name:ident),* $(,)?) => {
         mod bare { $( #[test] fn $name() { if crate::support::Target::Bare.available() { super::$name(crate::support::Target::Bare) } } )* }
@@ -372,4 +393,5 @@ watch_targets!(
     deleting_the_watched_directory_ends_the_stream_with_an_end_event,
     a_watch_needs_the_token_an_existing_directory_and_the_policy,
     a_client_that_goes_away_ends_its_watch_and_leaves_no_inotify_descriptor,
+    at_most_16_watch_streams_are_open_at_once_and_a_closed_one_frees_its_slot,
 );

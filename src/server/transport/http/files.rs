@@ -37,7 +37,8 @@
 //! `{"type":"resync"}` when events were lost (list the tree again); and,
 //! when the watch ends on its own (the directory deleted or moved, too many
 //! directories), `event: end` `{"type":"end","reason"}` and the end of the
-//! stream. `: keep-alive` every [`super::exec::KEEP_ALIVE`]. A client that
+//! stream. `: keep-alive` every [`super::exec::KEEP_ALIVE`]. At most
+//! [`MAX_WATCH_STREAMS`] streams are open at once (`503` past that). A client that
 //! goes away, or the server's shutdown, ends the watch and closes its
 //! inotify descriptor. The events wait in a channel of [`WATCH_DEPTH`]:
 //! a client that reads slower than changes happen makes the watch's bounded
@@ -243,8 +244,22 @@ fn no_content() -> HttpReply {
 /// Events of a `?watch` stream in flight to hyper.
 pub const WATCH_DEPTH: usize = 16;
 
+/// How many `?watch` streams may be open at once. Each holds an inotify
+/// instance, and the kernel's `fs.inotify.max_user_instances` (128 by
+/// default) is shared with the jobs of the same user (a dev server's file
+/// watcher), which watch streams must not starve.
+pub const MAX_WATCH_STREAMS: usize = 16;
+
+static WATCH_STREAMS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_WATCH_STREAMS);
+
 /// `GET ?watch`: see the module doc.
 async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> HttpReply {
+    let Ok(slot) = WATCH_STREAMS.try_acquire() else {
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("{MAX_WATCH_STREAMS} watch streams are open already; close one first"),
+        );
+    };
     let app = Arc::clone(&state.app);
     let opened = blocking(move || Watch::open(&app.cwd, &target, recursive, Limits::default()));
     let watch = match opened.await {
@@ -252,6 +267,7 @@ async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> Http
         Err(e) => return error(&e),
     };
     tracing::debug!(root = ?watch.root(), recursive, dirs = watch.watched_dirs(), "GET /files?watch: watching");
+    let shutdown = state.shutdown.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(WATCH_DEPTH);
     let _ = tx.try_send(sse_event(
         "ready",
@@ -261,7 +277,10 @@ async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> Http
             "recursive": recursive,
         }),
     ));
-    tokio::spawn(stream_watch(watch, tx, state.shutdown.clone()));
+    tokio::spawn(async move {
+        stream_watch(watch, tx, shutdown).await;
+        drop(slot);
+    });
     reply::sse(rx)
 }
 
