@@ -8,10 +8,12 @@
 //! - [`Watch::open`] (a path, resolved under the policy) or [`Watch::new`]
 //!   (a [`Place`] already resolved) → a [`Watch`]. Both block (they walk the
 //!   tree when `recursive`): call them on the blocking pool; they need a
-//!   tokio runtime (the descriptor is registered with its reactor).
+//!   tokio runtime (the descriptor is registered with its reactor; outside
+//!   one they panic, as tokio does).
 //! - [`Watch::next`] → `Some(`[`WatchEvent`]`)`, or `None` once the watch
 //!   has ended on its own ([`Watch::end_reason`] says why: the directory
 //!   was deleted or moved away, or a directory could no longer be watched).
+//!   Cancel-safe: a `select!` or `timeout` that drops it loses nothing.
 //! - [`WatchEvent::Change`] `{kind, path, from, is_dir}`: `kind` is
 //!   [`Kind::Create`], [`Kind::Modify`] (content or metadata: `IN_MODIFY`,
 //!   `IN_ATTRIB`), [`Kind::Delete`] or [`Kind::Move`] (`from` → `path`,
