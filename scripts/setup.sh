@@ -12,6 +12,9 @@
 #   python3-venv     the interop suite's virtualenv (only when python3 cannot make one)
 #   curl jq          the examples of README.md and docs/ that scripts/doc-examples.sh runs
 #   openssl          the test CA and certificates of the HTTPS server in tests/fileref.rs
+#   openssh-server openssh-client
+#                    sshd and ssh for tests/ssh.rs: mcp-exec as a stdio server over
+#                    `ssh -T` (a throwaway sshd on a loopback port; no service is used)
 #
 # and writes /etc/containers/containers.conf exactly as SPEC §8 gives it: runtime runc and
 # ulimits low enough that runc's setrlimit succeeds inside unprivileged CI sandboxes.
@@ -32,7 +35,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
 
 packages=()
-for p in podman runc busybox-static tini bash-static procps catatonit curl jq openssl; do
+for p in podman runc busybox-static tini bash-static procps catatonit curl jq openssl openssh-server openssh-client; do
     installed "$p" || packages+=("$p")
 done
 if ! command -v python3 >/dev/null 2>&1; then

@@ -20,6 +20,9 @@ mod exec;
 /// `/files`: streamed file transfer and the file API (SPEC §13.2).
 mod files;
 
+/// `GET /files/<dir>?watch`: a directory's changes as SSE (SPEC §22).
+mod watch;
+
 /// `GET /jobs/<id>/tty`: terminal attach over a WebSocket, with the Python `websockets` client (SPEC §20).
 mod tty;
 

@@ -83,6 +83,9 @@ mod kube;
 /// Shell sessions (SPEC §17): what carries between jobs and what does not, lanes, the tool.
 mod sessions;
 
+/// mcp-exec as a stdio server over `ssh -T` through a real OpenSSH server (SPEC §22).
+mod ssh;
+
 /// MCP Tasks, 2025-11-25 format (SPEC §19): create, poll, result, list, cancel, owned jobs, TTL.
 mod tasks;
 

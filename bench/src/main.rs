@@ -28,7 +28,8 @@
 //! "Current figures" block of BENCHMARKS.md; [`compare`] measures the
 //! headline figures of `--compare OTHER` interleaved with this build's.
 //! [`terminal`] measures terminal jobs (issue 21): `screen`, idle PTY memory,
-//! keystroke to screen, `yes` through a PTY.
+//! keystroke to screen, `yes` through a PTY. [`watch`] measures file watch
+//! (issue 23): create → SSE event latency, a 10,000-file burst.
 
 mod abuse;
 mod baseline;
@@ -48,6 +49,7 @@ mod stats;
 mod sys;
 mod tasks;
 mod terminal;
+mod watch;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -86,7 +88,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 31] = [
+const SCENARIOS: [&str; 32] = [
     "tasks",
     "size",
     "startup",
@@ -109,6 +111,7 @@ const SCENARIOS: [&str; 31] = [
     "http_sessions",
     "http_files",
     "stdio_files",
+    "watch",
     "session_rtt",
     "setup_rtt",
     "http_abuse",
@@ -712,6 +715,7 @@ fn run(o: &Options) -> Result<(), Error> {
     server.shutdown(Duration::from_secs(10))?;
     http_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     files::figures(o, &binary, &mut figures, &mut notes)?;
+    watch::figures(o, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     identity_figures(o, &plan, &binary, &mut figures)?;
     if let Some(other) = o.compare.as_deref().filter(|_| o.wants("compare")) {

@@ -8,10 +8,12 @@
 //! - [`Watch::open`] (a path, resolved under the policy) or [`Watch::new`]
 //!   (a [`Place`] already resolved) → a [`Watch`]. Both block (they walk the
 //!   tree when `recursive`): call them on the blocking pool; they need a
-//!   tokio runtime (the descriptor is registered with its reactor).
+//!   tokio runtime (the descriptor is registered with its reactor; outside
+//!   one they panic, as tokio does).
 //! - [`Watch::next`] → `Some(`[`WatchEvent`]`)`, or `None` once the watch
 //!   has ended on its own ([`Watch::end_reason`] says why: the directory
 //!   was deleted or moved away, or a directory could no longer be watched).
+//!   Cancel-safe: a `select!` or `timeout` that drops it loses nothing.
 //! - [`WatchEvent::Change`] `{kind, path, from, is_dir}`: `kind` is
 //!   [`Kind::Create`], [`Kind::Modify`] (content or metadata: `IN_MODIFY`,
 //!   `IN_ATTRIB`), [`Kind::Delete`] or [`Kind::Move`] (`from` → `path`,
@@ -355,13 +357,14 @@ impl Watch {
             if self.ended.is_some() {
                 return None;
             }
-            let mut buf = std::mem::take(&mut self.buf);
+            // The only await is for readiness, before anything is read or
+            // taken: a `next` dropped there (a `select!` that chose another
+            // branch) loses nothing.
             let read = if self.moved.is_some() {
                 // A move's other half would be queued already: nothing
                 // there means it went out of the tree.
-                match rustix::io::read(self.fd.get_ref(), &mut buf[..]) {
+                match rustix::io::read(self.fd.get_ref(), &mut self.buf[..]) {
                     Err(Errno::AGAIN) => {
-                        self.buf = buf;
                         self.flush_moved();
                         continue;
                     }
@@ -371,19 +374,17 @@ impl Watch {
                 match self.fd.readable().await {
                     Err(e) => Err(Errno::from_io_error(&e).unwrap_or(Errno::IO)),
                     Ok(mut guard) => match guard.try_io(|fd| {
-                        rustix::io::read(fd.get_ref(), &mut buf[..]).map_err(std::io::Error::from)
+                        rustix::io::read(fd.get_ref(), &mut self.buf[..])
+                            .map_err(std::io::Error::from)
                     }) {
                         Ok(r) => r.map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO)),
-                        Err(_would_block) => {
-                            self.buf = buf;
-                            continue;
-                        }
+                        Err(_would_block) => continue,
                     },
                 }
             };
             match read {
                 Ok(n) => {
-                    for raw in parse(buf.get(..n).unwrap_or_default()) {
+                    for raw in parse(self.buf.get(..n).unwrap_or_default()) {
                         self.handle(raw);
                     }
                 }
@@ -394,7 +395,6 @@ impl Watch {
                     init::errno_text(&std::io::Error::from(e))
                 )),
             }
-            self.buf = buf;
         }
     }
 
@@ -1023,6 +1023,22 @@ mod tests {
         );
         assert_eq!(got.len(), 2, "nothing from outside the tree: {got:?}");
         assert_eq!(w.watched_dirs(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_next_that_is_dropped_while_it_waits_loses_nothing() {
+        let s = Scratch::new("cancel");
+        let mut w = watch(&s.0, false, Limits::default());
+        for _ in 0..3 {
+            // Nothing happens: the wait is cut short, as a keep-alive
+            // branch of a select! would.
+            let cut = tokio::time::timeout(Duration::from_millis(20), w.next()).await;
+            assert!(cut.is_err(), "{cut:?}");
+        }
+        let a = s.0.join("a");
+        std::fs::write(&a, "").unwrap();
+        assert_eq!(next(&mut w).await, Some(change(Kind::Create, &a, false)));
+        assert_eq!(w.end_reason(), None);
     }
 
     #[tokio::test]
