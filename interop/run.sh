@@ -3,6 +3,8 @@
 # Streamable HTTP (`--http 127.0.0.1:<free port> --no-stdio`, with and without a token).
 #   python/       the official Python SDK (PyPI `mcp`, pinned in requirements.txt), pytest
 #   python-1x/    its last 1.x release (own venv and requirements.txt): 2025-11-25 Tasks
+#   sandboxd/     the agent-sandbox SDK and grpcio (own venv), run by tests/sandboxd.rs;
+#                 installed here with --install-python, which scripts/test.sh runs first
 #   node/         the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
 #   node/         the MCP Inspector CLI (@modelcontextprotocol/inspector)
 #   conformance/  the official conformance suite (@modelcontextprotocol/conformance) over
@@ -52,6 +54,18 @@ install_python_1x() {
     sha256sum <python-1x/requirements.txt >python-1x/.venv/.requirements.sha256
 }
 
+# interop/sandboxd: the agent-sandbox SDK (k8s-agent-sandbox, grpcio), own venv; driven by
+# tests/sandboxd.rs (interop/sandboxd/client.py), so it is installed with --install-python.
+install_sandboxd() {
+    command -v python3 >/dev/null 2>&1 || { echo "python3 not found"; return 1; }
+    if stamp_matches sandboxd/requirements.txt sandboxd/.venv/.requirements.sha256; then return 0; fi
+    rm -rf sandboxd/.venv
+    python3 -m venv sandboxd/.venv || { echo "python3 -m venv failed"; return 1; }
+    sandboxd/.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
+        -r sandboxd/requirements.txt </dev/null || { echo "pip install -r sandboxd/requirements.txt failed"; return 1; }
+    sha256sum <sandboxd/requirements.txt >sandboxd/.venv/.requirements.sha256
+}
+
 install_node() {
     command -v node >/dev/null 2>&1 || { echo "node not found"; return 1; }
     command -v npm >/dev/null 2>&1 || { echo "npm not found"; return 1; }
@@ -88,8 +102,12 @@ run() { # <name> <command…>: runs a suite, records a failure, never aborts the
 # `run.sh --install-python`: only install the pinned Python packages (the Rust
 # tests parse /metrics with prometheus_client from this venv) and exit.
 if [[ "${1:-}" == "--install-python" ]]; then
-    if reason=$(install_python 2>&1); then exit 0; fi
-    echo "interop: installing the Python packages: $reason" >&2
+    if ! reason=$(install_python 2>&1); then
+        echo "interop: installing the Python packages: $reason" >&2
+        exit 1
+    fi
+    if reason=$(install_sandboxd 2>&1); then exit 0; fi
+    echo "interop: installing the sandboxd Python packages: $reason" >&2
     exit 1
 fi
 

@@ -52,7 +52,8 @@ fi
 
 # The pinned Python packages first: an integration test parses /metrics with
 # prometheus_client from interop/.venv, and the terminal-attach tests
-# (tests/http/tty.rs) drive the websockets client from it.
+# (tests/http/tty.rs) drive the websockets client from it; the sandboxd tests
+# (tests/sandboxd.rs) drive the agent-sandbox SDK from interop/sandboxd/.venv.
 if ! bash interop/run.sh --install-python </dev/null && [[ -n "${CI:-}" ]]; then
     echo "scripts/test.sh: the interop Python packages are required in CI" >&2
     exit 1

@@ -87,6 +87,9 @@ pub struct Config {
     pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
+    /// `MCP_EXEC_SANDBOXD_GRPC` / `--sandboxd-grpc`, raw: sandboxd's
+    /// `process.v1.ProcessService` over h2c (SPEC §21).
+    pub sandboxd_grpc: Option<String>,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
     pub no_stdio: bool,
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
@@ -173,6 +176,7 @@ impl Default for Config {
             http_max_sessions: 1024,
             http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
+            sandboxd_grpc: None,
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
             job_limits: None,
@@ -183,7 +187,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 34] = [
+pub const VARIABLES: [(&str, &str, &str); 35] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -333,6 +337,11 @@ pub const VARIABLES: [(&str, &str, &str); 34] = [
         "--metrics-listen ADDR: /metrics, /healthz, /livez without a token",
     ),
     (
+        "MCP_EXEC_SANDBOXD_GRPC",
+        "unset",
+        "--sandboxd-grpc ADDR: agent-sandbox's process.v1.ProcessService, gRPC over h2c",
+    ),
+    (
         "MCP_EXEC_JOB_LIMITS",
         "unset",
         "JSON limits every job gets, also the maxima a call may ask for",
@@ -467,6 +476,7 @@ impl Config {
         }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
+        c.sandboxd_grpc = raw("MCP_EXEC_SANDBOXD_GRPC");
         c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
         if let Some(raw) = get("MCP_EXEC_JOB_OOM_SCORE_ADJ") {
             match raw.trim().parse::<i32>() {

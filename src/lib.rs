@@ -279,6 +279,7 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
             }
             "--http" => "MCP_EXEC_HTTP",
             "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
+            "--sandboxd-grpc" => "MCP_EXEC_SANDBOXD_GRPC",
             _ => {
                 usage_error(&format!("unknown argument {arg:?}"));
                 return Err(2);
@@ -299,7 +300,7 @@ fn help() -> String {
     let mut s = format!(
         "mcp-exec {} — an MCP server (stdio and Streamable HTTP) that runs shell commands as jobs;\n\
          meant to be PID 1 of a container.\n\n\
-         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--no-stdio]\n       \
+         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--sandboxd-grpc ADDR] [--no-stdio]\n       \
          mcp-exec [--http ADDR] [--metrics-listen ADDR] -- CMD [ARGS…]\n                           \
          init mode: run CMD as the container's main process, tini-style; signals go to CMD,\n                           \
          and mcp-exec exits with its status (128+N: signal N; 127 not found; 126 not executable);\n                           \
@@ -312,6 +313,7 @@ fn help() -> String {
          Flags (they win over their environment variables):\n  \
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
+         --sandboxd-grpc ADDR    MCP_EXEC_SANDBOXD_GRPC (agent-sandbox sandboxd gRPC, h2c)\n  \
          --no-stdio              serve no MCP on stdio (needs --http)\n\n\
          Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")

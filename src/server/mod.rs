@@ -63,6 +63,8 @@ pub struct Listeners {
     pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
+    /// sandboxd's gRPC `process.v1.ProcessService` (SPEC §21).
+    pub sandboxd_grpc: Option<SocketAddr>,
 }
 
 impl Listeners {
@@ -79,10 +81,29 @@ impl Listeners {
         if config.no_stdio && http.is_none() {
             return Err("--no-stdio needs --http (MCP_EXEC_HTTP): nothing would serve MCP".into());
         }
+        let sandboxd_grpc = config
+            .sandboxd_grpc
+            .as_deref()
+            .map(|raw| {
+                http::settings::listen_address("MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc)", raw)
+            })
+            .transpose()?;
+        // TODO(lead): replace with platform.rs's SPEC §21 startup check (from
+        // the `rest` branch: MCP_EXEC_PLATFORM_INSECURE=1 lets a non-loopback
+        // platform listener serve without a token). Until then it fails closed.
+        if let Some(addr) = sandboxd_grpc
+            && !addr.ip().is_loopback()
+        {
+            return Err(format!(
+                "MCP_EXEC_SANDBOXD_GRPC={addr}: a non-loopback platform listener without a token \
+                 needs MCP_EXEC_PLATFORM_INSECURE=1 (SPEC §21)"
+            ));
+        }
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
+            sandboxd_grpc,
         })
     }
 }
@@ -115,8 +136,12 @@ pub async fn run(
     mut main: Option<init::ExitWatch>,
 ) -> std::io::Result<EndReason> {
     let shutdown = CancellationToken::new();
-    let serving_http = listeners.http.is_some();
-    let http = if serving_http || listeners.metrics.is_some() {
+    // A sandboxd listener serves on after stdin EOF, as HTTP does.
+    let serving_http = listeners.http.is_some() || listeners.sandboxd_grpc.is_some();
+    if let Some(addr) = listeners.sandboxd_grpc {
+        transport::sandboxd::grpc::start(addr, Arc::clone(&app), &shutdown).await?;
+    }
+    let http = if listeners.http.is_some() || listeners.metrics.is_some() {
         Some(
             http::start(
                 listeners.http,

@@ -7,6 +7,9 @@
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
+//! - [`sandboxd`]: Kubernetes agent-sandbox's sandboxd protocols (SPEC §21),
+//!   front-ends over the job verbs rather than MCP sessions.
 
 pub mod http;
+pub mod sandboxd;
 pub mod stdio;
