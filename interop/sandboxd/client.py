@@ -11,7 +11,9 @@ Each mode prints one JSON line with what it saw; the Rust tests assert on it
   stdin GRPC                           Start `cat`, WriteStdin bytes then EOF
   signal GRPC ARGV_JSON                Start, wait for its first output, SendSignal TERM
   resize GRPC                          Start{pty 80x24} `stty size`, ResizeTTY 100x30
-  disconnect GRPC ARGV_JSON            Start, wait for its first output, cancel the call
+  hold GRPC ARGV_JSON                  Start, print the init and first output events, wait
+                                       for a line on stdin, then cancel the call (a client
+                                       that goes away)
   unknown GRPC                         SendSignal / WriteStdin / ResizeTTY on unknown ids,
                                        ResizeTTY on a pipe job
   bench GRPC HTTP N                    p50 of Execute `true` and of POST /exec `true`
@@ -162,12 +164,14 @@ def main():
             if "exit" in j:
                 exit_code = j["exit"]
         out = {"output": seen, "exit": exit_code}
-    elif mode == "disconnect":
+    elif mode == "hold":
         s = stub(port)
         call = s.Start(pb.StartRequest(config=config(json.loads(rest[0]))), timeout=TIMEOUT)
         events = [event_json(next(call)), event_json(next(call))]
+        print(json.dumps({"events": events}), flush=True)
+        sys.stdin.readline()
         call.cancel()
-        out = {"events": events}
+        out = {"cancelled": True}
     elif mode == "unknown":
         s = stub(port)
         codes = {}

@@ -445,7 +445,10 @@ async fn execute(
                             kept[i].extend_from_slice(data);
                             kept_raw[i] += slice.bytes;
                         } else {
+                            // The head of this chunk fits: its raw bytes are
+                            // the data's (up to sanitising and redaction).
                             kept[i].extend_from_slice(&data[..room]);
+                            kept_raw[i] += slice.bytes.min(room as u64);
                         }
                     }
                     Some(Event::Queued | Event::Started { .. }) => {}
