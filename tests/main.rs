@@ -84,6 +84,7 @@ mod tasks;
 mod messages;
 
 /// The sandboxd gRPC front-end (SPEC §21) driven by the agent-sandbox SDK and grpcio.
+#[cfg(feature = "sandboxd")]
 mod sandboxd;
 
 /// Terminal jobs (SPEC §20): a PTY, its output stream, TERM and size, resize, C-d, session kill.

@@ -345,6 +345,21 @@ fn no_zombie_is_left_after_1000_orphaned_grandchildren_started_through_execute(t
     );
 }
 
+#[test]
+fn a_non_loopback_sandboxd_listener_without_a_token_refuses_to_start_with_exit_2() {
+    let mut command = Command::new(crate::support::binary());
+    command
+        .args(["--sandboxd-grpc", "0.0.0.0:0"])
+        .stdin(Stdio::null());
+    let out = crate::support::guard::output(command).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("MCP_EXEC_SANDBOXD_GRPC") && err.contains("MCP_EXEC_PLATFORM_INSECURE"),
+        "{err}"
+    );
+}
+
 crate::parity!(
     sdk_commands_run_returns_output_exit_code_env_and_cwd,
     sdk_command_timeout_answers_124_and_ends_the_jobs_group,

@@ -91,6 +91,13 @@ impl Listeners {
         // TODO(lead): replace with platform.rs's SPEC §21 startup check (from
         // the `rest` branch: MCP_EXEC_PLATFORM_INSECURE=1 lets a non-loopback
         // platform listener serve without a token). Until then it fails closed.
+        if sandboxd_grpc.is_some() && !cfg!(feature = "sandboxd") {
+            return Err(
+                "MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc): this mcp-exec was built without \
+                 the `sandboxd` feature"
+                    .into(),
+            );
+        }
         if let Some(addr) = sandboxd_grpc
             && !addr.ip().is_loopback()
         {
@@ -138,6 +145,7 @@ pub async fn run(
     let shutdown = CancellationToken::new();
     // A sandboxd listener serves on after stdin EOF, as HTTP does.
     let serving_http = listeners.http.is_some() || listeners.sandboxd_grpc.is_some();
+    #[cfg(feature = "sandboxd")]
     if let Some(addr) = listeners.sandboxd_grpc {
         transport::sandboxd::grpc::start(addr, Arc::clone(&app), &shutdown).await?;
     }

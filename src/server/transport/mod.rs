@@ -8,8 +8,10 @@
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
 //! - [`sandboxd`]: Kubernetes agent-sandbox's sandboxd protocols (SPEC §21),
-//!   front-ends over the job verbs rather than MCP sessions.
+//!   front-ends over the job verbs rather than MCP sessions (the `sandboxd`
+//!   feature, default on).
 
 pub mod http;
+#[cfg(feature = "sandboxd")]
 pub mod sandboxd;
 pub mod stdio;

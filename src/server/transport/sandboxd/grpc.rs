@@ -100,7 +100,8 @@ pub async fn start(
     Ok(())
 }
 
-/// Accepts connections until shutdown; each is served in a task of its own.
+/// Accepts connections until shutdown begins; each is served in a task of
+/// its own.
 async fn accept(socket: TcpListener, app: Arc<App>, shutdown: CancellationToken) {
     loop {
         let stream = tokio::select! {
@@ -119,17 +120,15 @@ async fn accept(socket: TcpListener, app: Arc<App>, shutdown: CancellationToken)
             tracing::debug!(error = %e, "setting TCP_NODELAY");
         }
         let app = Arc::clone(&app);
-        let shutdown = shutdown.clone();
+        // Open streams stay up through shutdown: the jobs' shutdown ends
+        // their jobs, and each stream then says how its job ended.
         tokio::spawn(async move {
             let service = service_fn(move |req| handle(Arc::clone(&app), req));
             let conn = http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!(error = %e, "a sandboxd gRPC connection ended");
-                },
-                () = shutdown.cancelled() => {}
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "a sandboxd gRPC connection ended");
             }
         });
     }
