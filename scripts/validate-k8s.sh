@@ -19,4 +19,6 @@ version=()
 "$(dirname "$k8s_python")/kubernetes-validate" --strict --no-warn "${version[@]}" "${manifests[@]}"
 # The promises the schemas cannot check (SPEC §15): probes, token, scrape, grace.
 "$k8s_python" scripts/kube_variant.py --check deploy/kubernetes/pod.yaml
-echo "validate-k8s: ${#manifests[@]} manifests valid"
+# deploy/kubernetes/agent-sandbox/: against agent-sandbox's vendored CRD schemas (SPEC §21).
+"$k8s_python" scripts/validate_agent_sandbox.py
+echo "validate-k8s: ${#manifests[@]} manifests valid, and deploy/kubernetes/agent-sandbox/"

@@ -75,6 +75,9 @@ pub struct Config {
     pub http_allowed_origins: Option<String>,
     /// `MCP_EXEC_HTTP_INSECURE=1`: allow a non-loopback bind without a token.
     pub http_insecure: bool,
+    /// `MCP_EXEC_PLATFORM_INSECURE=1`: allow a platform listener (sandboxd,
+    /// envd; SPEC §21) on a non-loopback address without a token.
+    pub platform_insecure: bool,
     /// `MCP_EXEC_HTTP_SESSION_IDLE`: an HTTP session idle this long ends.
     pub http_session_idle: Duration,
     /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`, raw (a limit: validated by `main`).
@@ -90,6 +93,15 @@ pub struct Config {
     /// `MCP_EXEC_SANDBOXD_GRPC` / `--sandboxd-grpc`, raw: sandboxd's
     /// `process.v1.ProcessService` over h2c (SPEC §21).
     pub sandboxd_grpc: Option<String>,
+    /// `MCP_EXEC_SANDBOXD_REST` / `--sandboxd-rest`: sandboxd's REST API
+    /// (SPEC §21), raw.
+    pub sandboxd_rest: Option<String>,
+    /// `MCP_EXEC_SANDBOXD_ROOT` / `--sandboxd-root`: the directory sandboxd
+    /// paths are relative to, raw (default `/workspace`).
+    pub sandboxd_root: String,
+    /// `MCP_EXEC_SANDBOXD_METADATA_PREFIX` / `--sandboxd-metadata-prefix`:
+    /// the environment `/v1/metadata` shows (default `SANDBOX_`).
+    pub sandboxd_metadata_prefix: String,
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
     pub no_stdio: bool,
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
@@ -171,12 +183,16 @@ impl Default for Config {
             http_token: None,
             http_allowed_origins: None,
             http_insecure: false,
+            platform_insecure: false,
             http_session_idle: Duration::from_secs(3600),
             http_max_connections: None,
             http_max_sessions: 1024,
             http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
             sandboxd_grpc: None,
+            sandboxd_rest: None,
+            sandboxd_root: "/workspace".into(),
+            sandboxd_metadata_prefix: "SANDBOX_".into(),
             no_stdio: false,
             max_transfer_bytes: 8 << 20,
             job_limits: None,
@@ -187,7 +203,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 35] = [
+pub const VARIABLES: [(&str, &str, &str); 39] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -312,6 +328,11 @@ pub const VARIABLES: [(&str, &str, &str); 35] = [
         "1 (or true/yes/on): allow a non-loopback --http address without a token",
     ),
     (
+        "MCP_EXEC_PLATFORM_INSECURE",
+        "unset",
+        "1 (or true/yes/on): allow a non-loopback sandboxd/envd listener without a token (NetworkPolicy)",
+    ),
+    (
         "MCP_EXEC_HTTP_SESSION_IDLE",
         "3600",
         "seconds after which an idle HTTP session ends",
@@ -340,6 +361,21 @@ pub const VARIABLES: [(&str, &str, &str); 35] = [
         "MCP_EXEC_SANDBOXD_GRPC",
         "unset",
         "--sandboxd-grpc ADDR: agent-sandbox's process.v1.ProcessService, gRPC over h2c",
+    ),
+    (
+        "MCP_EXEC_SANDBOXD_REST",
+        "unset",
+        "--sandboxd-rest ADDR: serve agent-sandbox's sandboxd REST API (/v1/files, /v1/health, /v1/metadata)",
+    ),
+    (
+        "MCP_EXEC_SANDBOXD_ROOT",
+        "/workspace",
+        "--sandboxd-root DIR: the directory sandboxd paths are relative to",
+    ),
+    (
+        "MCP_EXEC_SANDBOXD_METADATA_PREFIX",
+        "SANDBOX_",
+        "--sandboxd-metadata-prefix P: the variables /v1/metadata shows (credentials never)",
     ),
     (
         "MCP_EXEC_JOB_LIMITS",
@@ -466,17 +502,29 @@ impl Config {
         c.http_token_file = get("MCP_EXEC_HTTP_TOKEN_FILE");
         c.http_token = get("MCP_EXEC_HTTP_TOKEN").map(Secret);
         c.http_allowed_origins = raw("MCP_EXEC_HTTP_ALLOWED_ORIGINS");
-        if let Some(raw) = get("MCP_EXEC_HTTP_INSECURE") {
-            match switch(&raw) {
-                Some(on) => c.http_insecure = on,
-                None => c.refusals.push(format!(
-                    "MCP_EXEC_HTTP_INSECURE={raw:?} is neither on nor off ({SWITCH_SPELLINGS})"
-                )),
+        for (name, slot) in [
+            ("MCP_EXEC_HTTP_INSECURE", &mut c.http_insecure),
+            ("MCP_EXEC_PLATFORM_INSECURE", &mut c.platform_insecure),
+        ] {
+            if let Some(raw) = get(name) {
+                match switch(&raw) {
+                    Some(on) => *slot = on,
+                    None => c.refusals.push(format!(
+                        "{name}={raw:?} is neither on nor off ({SWITCH_SPELLINGS})"
+                    )),
+                }
             }
         }
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
         c.sandboxd_grpc = raw("MCP_EXEC_SANDBOXD_GRPC");
+        c.sandboxd_rest = raw("MCP_EXEC_SANDBOXD_REST");
+        if let Some(root) = raw("MCP_EXEC_SANDBOXD_ROOT") {
+            c.sandboxd_root = root;
+        }
+        if let Some(prefix) = raw("MCP_EXEC_SANDBOXD_METADATA_PREFIX") {
+            c.sandboxd_metadata_prefix = prefix;
+        }
         c.job_limits = raw("MCP_EXEC_JOB_LIMITS");
         if let Some(raw) = get("MCP_EXEC_JOB_OOM_SCORE_ADJ") {
             match raw.trim().parse::<i32>() {
@@ -574,12 +622,16 @@ mod tests {
         let (c, w) = Config::from_lookup(
             |k| match k {
                 "MCP_EXEC_HTTP_INSECURE" => Some("yes".into()),
+                "MCP_EXEC_PLATFORM_INSECURE" => Some("On".into()),
                 "MCP_EXEC_LOG_JOURNALD" => Some("TRUE".into()),
                 _ => None,
             },
             1024,
         );
-        assert!(c.http_insecure && c.log_journald, "{c:?}");
+        assert!(
+            c.http_insecure && c.platform_insecure && c.log_journald,
+            "{c:?}"
+        );
         assert!(
             w.is_empty() && c.refusals.is_empty(),
             "{w:?} {:?}",
@@ -592,15 +644,21 @@ mod tests {
         let (c, w) = Config::from_lookup(
             |k| match k {
                 "MCP_EXEC_HTTP_INSECURE" => Some("maybe".into()),
+                "MCP_EXEC_PLATFORM_INSECURE" => Some("perhaps".into()),
                 "MCP_EXEC_LOG_JOURNALD" => Some("sure".into()),
                 _ => None,
             },
             1024,
         );
-        assert!(!c.http_insecure && !c.log_journald);
-        assert_eq!(c.refusals.len(), 1, "{:?}", c.refusals);
+        assert!(!c.http_insecure && !c.platform_insecure && !c.log_journald);
+        assert_eq!(c.refusals.len(), 2, "{:?}", c.refusals);
         assert!(
             c.refusals[0].starts_with("MCP_EXEC_HTTP_INSECURE=\"maybe\""),
+            "{:?}",
+            c.refusals
+        );
+        assert!(
+            c.refusals[1].starts_with("MCP_EXEC_PLATFORM_INSECURE=\"perhaps\""),
             "{:?}",
             c.refusals
         );

@@ -166,18 +166,21 @@ struct Policies {
 
 impl Policies {
     fn from_config(config: &Config) -> Result<Policies, String> {
-        let listeners = server::Listeners::from_config(config)?;
+        let mut listeners = server::Listeners::from_config(config)?;
         let http_without_token = listeners.http.as_ref().is_some_and(|h| h.token.is_none());
+        let cwd = policy::cwd::CwdPolicy::from_settings(
+            config.allowed_cwds.as_deref(),
+            config.default_cwd.as_deref(),
+        )?;
+        // Its root must lie within the cwd policy (SPEC §21, §12.5).
+        listeners.sandboxd_rest = server::SandboxdRest::from_config(config, &cwd)?;
         Ok(Policies {
             jobs: policy::identity::JobPolicy::new(
                 config.job_limits.as_deref(),
                 rustix::process::geteuid().as_raw(),
                 http_without_token,
             )?,
-            cwd: policy::cwd::CwdPolicy::from_settings(
-                config.allowed_cwds.as_deref(),
-                config.default_cwd.as_deref(),
-            )?,
+            cwd,
             redact: policy::redact::Redactor::from_settings(
                 config.redact.as_deref(),
                 config
@@ -280,13 +283,16 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
             "--http" => "MCP_EXEC_HTTP",
             "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
             "--sandboxd-grpc" => "MCP_EXEC_SANDBOXD_GRPC",
+            "--sandboxd-rest" => "MCP_EXEC_SANDBOXD_REST",
+            "--sandboxd-root" => "MCP_EXEC_SANDBOXD_ROOT",
+            "--sandboxd-metadata-prefix" => "MCP_EXEC_SANDBOXD_METADATA_PREFIX",
             _ => {
                 usage_error(&format!("unknown argument {arg:?}"));
                 return Err(2);
             }
         };
         let Some(value) = inline.or_else(|| args.next()) else {
-            usage_error(&format!("{name} needs a value (ADDR)"));
+            usage_error(&format!("{name} needs a value"));
             return Err(2);
         };
         flags.settings.push((variable, value));
@@ -314,6 +320,9 @@ fn help() -> String {
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
          --sandboxd-grpc ADDR    MCP_EXEC_SANDBOXD_GRPC (agent-sandbox sandboxd gRPC, h2c)\n  \
+         --sandboxd-rest ADDR    MCP_EXEC_SANDBOXD_REST (agent-sandbox's REST API)\n  \
+         --sandboxd-root DIR     MCP_EXEC_SANDBOXD_ROOT\n  \
+         --sandboxd-metadata-prefix P  MCP_EXEC_SANDBOXD_METADATA_PREFIX\n  \
          --no-stdio              serve no MCP on stdio (needs --http)\n\n\
          Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")

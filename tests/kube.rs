@@ -273,7 +273,13 @@ fn the_shipped_manifests_validate_against_the_kubernetes_schemas() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "validate-k8s.sh failed:\n{text}");
-    for manifest in ["pod.yaml", "service.yaml"] {
+    for manifest in [
+        "pod.yaml",
+        "service.yaml",
+        "agent-sandbox/sandbox-template.yaml",
+        "agent-sandbox/sandbox.yaml",
+        "agent-sandbox/networkpolicy.yaml",
+    ] {
         assert!(
             text.lines()
                 .any(|l| l.contains(manifest) && l.contains("passed")),
@@ -447,4 +453,137 @@ fn the_shipped_pod_under_podman_kube_play_becomes_ready_executes_with_its_token_
         "pod {} still exists after kube down",
         pod.name
     );
+}
+
+/// The agent-sandbox Pod (deploy/kubernetes/agent-sandbox/sandbox.yaml's pod template, as the
+/// controller creates it) played by podman; `Drop` takes it down and removes its files.
+struct AgentPod {
+    name: String,
+    dir: PathBuf,
+    variant: PathBuf,
+}
+
+impl Drop for AgentPod {
+    fn drop(&mut self) {
+        for args in [
+            vec!["kube", "down", self.variant.to_str().unwrap()],
+            vec!["pod", "rm", "--force", "--ignore", &self.name],
+        ] {
+            let _ = crate::support::podman()
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The image's binary knows every flag the agent-sandbox pod passes (`--sandboxd-grpc` comes
+/// with the gRPC front-end).
+fn image_knows_the_sandboxd_flags() -> Result<(), String> {
+    let out = crate::support::podman()
+        .args(["run", "--rm", &image(), "--help"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--sandboxd-rest", "--sandboxd-grpc", "--sandboxd-root"] {
+        if !help.contains(flag) {
+            return Err(format!("{} --help has no {flag}", image()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_agent_sandbox_pod_under_podman_kube_play_serves_v1_health_and_files_on_its_ports() {
+    if !require(
+        kube_play_prerequisites().and_then(|()| image_knows_the_sandboxd_flags()),
+        "podman kube play of the agent-sandbox pod",
+    ) {
+        return;
+    }
+    let name = format!("mcp-exec-agent-sandbox-test-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, &token).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let (rest, mcp, metrics) = (free_port(), free_port(), free_port());
+    let out = Command::new(repo().join("deploy/.venv/bin/python"))
+        .arg(repo().join("scripts/validate_agent_sandbox.py"))
+        .args([
+            "--variant",
+            "--image",
+            &image(),
+            "--name",
+            &name,
+            "--token-file",
+        ])
+        .arg(&token_file)
+        .args(["--port", &format!("sandboxd-rest={rest}")])
+        .args(["--port", &format!("http={mcp}")])
+        .args(["--port", &format!("metrics={metrics}")])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the variant: {out:?}");
+    let variant = dir.join("pod.yaml");
+    std::fs::write(&variant, &out.stdout).unwrap();
+    let pod = AgentPod { name, dir, variant };
+    let played = crate::support::podman()
+        .args(["kube", "play"])
+        .arg(&pod.variant)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(played.status.success(), "podman kube play: {played:?}");
+    // Ready: sandboxd's probe path, through the hostPort on 127.0.0.1.
+    let mut last = String::from("no answer");
+    let ready = wait_for(READY_TIMEOUT, || {
+        match http(rest, "GET", "/v1/health", &[], "") {
+            Ok(r) if r.status == 200 => true,
+            Ok(r) => {
+                last = format!("{r:?}");
+                false
+            }
+            Err(e) => {
+                last = e.to_string();
+                false
+            }
+        }
+    });
+    assert!(ready, "/v1/health never answered 200: {last}");
+    let health = http(rest, "GET", "/v1/health", &[], "").unwrap().json();
+    assert_eq!(health["status"], json!("ok"), "{health}");
+    // The SDK's calls: no token (MCP_EXEC_PLATFORM_INSECURE=1), into the /workspace emptyDir.
+    let put = http(
+        rest,
+        "PUT",
+        "/v1/files/dir%2Fhello.txt",
+        &[],
+        "from the pod",
+    )
+    .unwrap();
+    assert_eq!(put.status, 204, "{put:?}");
+    let got = http(rest, "GET", "/v1/files/dir%2Fhello.txt", &[], "").unwrap();
+    assert_eq!((got.status, got.body.as_str()), (200, "from the pod"));
+    let listing = http(rest, "GET", "/v1/files/dir", &[], "").unwrap().json();
+    assert_eq!(
+        listing["entries"][0]["name"],
+        json!("hello.txt"),
+        "{listing}"
+    );
+    // MCP on its own port keeps its token; metrics on 9091's listener.
+    let bare = http(mcp, "POST", "/mcp", &[], "{}").unwrap();
+    assert_eq!(bare.status, 401, "{bare:?}");
+    let m = http(metrics, "GET", "/metrics", &[], "").unwrap();
+    assert_eq!(m.status, 200);
 }

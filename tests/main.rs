@@ -92,3 +92,6 @@ mod terminal;
 
 /// Interactive programs on a terminal job through `screen` and `keys` (issue 21 item 6).
 mod terminal_programs;
+
+/// sandboxd's REST API (SPEC §21): wire shapes, the root, auth, the shared port, the official SDK.
+mod sandboxd_rest;

@@ -360,6 +360,33 @@ fn a_non_loopback_sandboxd_listener_without_a_token_refuses_to_start_with_exit_2
     );
 }
 
+/// SPEC §21: with our token set, a call must carry it (`authorization:
+/// Bearer`); without it, or with a wrong one, it is `UNAUTHENTICATED`.
+#[test]
+fn with_a_token_set_a_call_without_it_is_unauthenticated_and_one_with_it_runs() {
+    let Some(python) = python() else {
+        return;
+    };
+    let server = Server::start_with_cli(
+        Target::Bare,
+        &[
+            ("MCP_EXEC_SANDBOXD_GRPC", "127.0.0.1:0"),
+            ("MCP_EXEC_HTTP_TOKEN", "grpc-test-token"),
+        ],
+        &[],
+    );
+    let s = Sandboxd {
+        port: bound_port(&server, "sandboxd gRPC"),
+        server,
+        python,
+    };
+    let r = s.client("auth", &["grpc-test-token"]);
+    assert_eq!(r["none"]["code"], json!("UNAUTHENTICATED"), "{r}");
+    assert_eq!(r["wrong"]["code"], json!("UNAUTHENTICATED"), "{r}");
+    assert_eq!(r["bearer"], json!({"code": "OK", "exit_code": 0}), "{r}");
+    drop(s.server);
+}
+
 crate::parity!(
     sdk_commands_run_returns_output_exit_code_env_and_cwd,
     sdk_command_timeout_answers_124_and_ends_the_jobs_group,

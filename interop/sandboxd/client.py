@@ -16,6 +16,8 @@ Each mode prints one JSON line with what it saw; the Rust tests assert on it
                                        that goes away)
   unknown GRPC                         SendSignal / WriteStdin / ResizeTTY on unknown ids,
                                        ResizeTTY on a pipe job
+  auth GRPC TOKEN                      Execute `true` without metadata, then with
+                                       `authorization: Bearer TOKEN`
   bench GRPC HTTP N                    p50 of Execute `true` and of POST /exec `true`
 
 The SDK is driven as the note's recipe says (notes/platform-protocols.md §1.3):
@@ -199,6 +201,17 @@ def main():
         s.SendSignal(pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGKILL), timeout=TIMEOUT)
         codes["killed_exit"] = [event_json(e) for e in call][-1]
         out = codes
+    elif mode == "auth":
+        s = stub(port)
+        req = pb.ExecuteRequest(config=config(["true"]))
+        out = {}
+        for name, metadata in [("none", ()), ("bearer", (("authorization", f"Bearer {rest[0]}"),)),
+                               ("wrong", (("authorization", "Bearer guess"),))]:
+            try:
+                r = s.Execute(req, timeout=TIMEOUT, metadata=metadata)
+                out[name] = {"code": "OK", "exit_code": r.exit_code}
+            except grpc.RpcError as e:
+                out[name] = {"code": e.code().name, "details": e.details()}
     elif mode == "bench":
         http_port, n = int(rest[0]), int(rest[1])
         s = stub(port)

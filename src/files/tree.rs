@@ -214,6 +214,47 @@ pub fn delete(place: &Place, recursive: bool) -> Result<(), FileError> {
     remove_tree(&place.dir, &place.name, &place.path, 0)
 }
 
+/// sandboxd's `DELETE` (`os.Remove` / `os.RemoveAll`): a file, symlink or
+/// other entry is unlinked (a symlink itself, never its target); a
+/// directory is removed when empty, with everything beneath it when
+/// `recursive`, and is `409` ("not empty") otherwise. A root (the sandbox
+/// root) is never removed: `recursive` empties it, as sandboxd does, and
+/// without it the answer is `409`.
+pub fn remove(place: &Place, recursive: bool) -> Result<(), FileError> {
+    if place.root {
+        if !recursive {
+            return Err(FileError::new(
+                Kind::Conflict,
+                format!(
+                    "{:?} is the root: it cannot be deleted (recursive=true empties it)",
+                    place.path
+                ),
+            ));
+        }
+        let fd = open_dir(place)?;
+        return empty_tree(&fd, &place.path, 0);
+    }
+    let st = rustix::fs::statat(&place.dir, &place.name, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| FileError::errno(e, "deleting", &place.path))?;
+    if !is_dir(&st) {
+        return rustix::fs::unlinkat(&place.dir, &place.name, AtFlags::empty())
+            .map_err(|e| FileError::errno(e, "deleting", &place.path));
+    }
+    if recursive {
+        return remove_tree(&place.dir, &place.name, &place.path, 0);
+    }
+    rustix::fs::unlinkat(&place.dir, &place.name, AtFlags::REMOVEDIR).map_err(|e| match e {
+        Errno::NOTEMPTY | Errno::EXIST => FileError::new(
+            Kind::Conflict,
+            format!(
+                "{:?} is a directory that is not empty (recursive=true removes it)",
+                place.path
+            ),
+        ),
+        e => FileError::errno(e, "deleting", &place.path),
+    })
+}
+
 /// Removes the directory `name` in `parent` and everything beneath it.
 fn remove_tree(parent: &OwnedFd, name: &OsStr, path: &Path, depth: usize) -> Result<(), FileError> {
     if depth >= MAX_DEPTH {
@@ -225,6 +266,14 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, path: &Path, depth: usize) -> Res
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(parent, name, flags, Mode::empty())
         .map_err(|e| FileError::errno(e, "deleting", path))?;
+    empty_tree(&fd, path, depth)?;
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)
+        .map_err(|e| FileError::errno(e, "deleting", path))
+}
+
+/// Removes everything beneath the open directory `fd` (at `path`), never
+/// following a symlink.
+fn empty_tree(fd: &OwnedFd, path: &Path, depth: usize) -> Result<(), FileError> {
     loop {
         // A batch of names, then their removal: removing while reading may
         // skip entries, so each batch reads the directory afresh. Every
@@ -244,7 +293,7 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, path: &Path, depth: usize) -> Res
             let is_dir = match dirent.file_type() {
                 FileType::Directory => true,
                 FileType::Unknown => {
-                    rustix::fs::statat(&fd, dirent.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                    rustix::fs::statat(fd, dirent.file_name(), AtFlags::SYMLINK_NOFOLLOW)
                         .is_ok_and(|st| is_dir(&st))
                 }
                 _ => false,
@@ -261,15 +310,14 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, path: &Path, depth: usize) -> Res
         for (n, is_dir) in batch {
             let inner = path.join(&n);
             if is_dir {
-                remove_tree(&fd, &n, &inner, depth + 1)?;
+                remove_tree(fd, &n, &inner, depth + 1)?;
             } else {
-                rustix::fs::unlinkat(&fd, &n, AtFlags::empty())
+                rustix::fs::unlinkat(fd, &n, AtFlags::empty())
                     .map_err(|e| FileError::errno(e, "deleting", &inner))?;
             }
         }
     }
-    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)
-        .map_err(|e| FileError::errno(e, "deleting", path))
+    Ok(())
 }
 
 /// `POST ?move=<dest>`: an atomic rename; an existing destination is

@@ -51,6 +51,7 @@ use crate::config::Config;
 use crate::tools::App;
 use session::McpSession;
 use transport::http;
+pub use transport::sandboxd::rest::SandboxdRest;
 use transport::stdio::{self, Input, Stdio};
 
 /// Which transports serve, from the listener settings (validated: an
@@ -64,7 +65,10 @@ pub struct Listeners {
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
     /// sandboxd's gRPC `process.v1.ProcessService` (SPEC §21).
-    pub sandboxd_grpc: Option<SocketAddr>,
+    pub sandboxd_grpc: Option<transport::platform::PlatformAuth>,
+    /// sandboxd's REST API (SPEC §21); set by `main` once the cwd policy
+    /// it must lie within is built.
+    pub sandboxd_rest: Option<transport::sandboxd::rest::SandboxdRest>,
 }
 
 impl Listeners {
@@ -81,36 +85,32 @@ impl Listeners {
         if config.no_stdio && http.is_none() {
             return Err("--no-stdio needs --http (MCP_EXEC_HTTP): nothing would serve MCP".into());
         }
-        let sandboxd_grpc = config
-            .sandboxd_grpc
-            .as_deref()
-            .map(|raw| {
-                http::settings::listen_address("MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc)", raw)
-            })
-            .transpose()?;
-        // TODO(lead): replace with platform.rs's SPEC §21 startup check (from
-        // the `rest` branch: MCP_EXEC_PLATFORM_INSECURE=1 lets a non-loopback
-        // platform listener serve without a token). Until then it fails closed.
-        if sandboxd_grpc.is_some() && !cfg!(feature = "sandboxd") {
+        if config.sandboxd_grpc.is_some() && !cfg!(feature = "sandboxd") {
             return Err(
                 "MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc): this mcp-exec was built without \
                  the `sandboxd` feature"
                     .into(),
             );
         }
-        if let Some(addr) = sandboxd_grpc
-            && !addr.ip().is_loopback()
-        {
-            return Err(format!(
-                "MCP_EXEC_SANDBOXD_GRPC={addr}: a non-loopback platform listener without a token \
-                 needs MCP_EXEC_PLATFORM_INSECURE=1 (SPEC §21)"
-            ));
-        }
+        // SPEC §21's start-up rule (a non-loopback listener without our
+        // token needs MCP_EXEC_PLATFORM_INSECURE=1).
+        let sandboxd_grpc = config
+            .sandboxd_grpc
+            .as_deref()
+            .map(|raw| {
+                transport::platform::PlatformAuth::new(
+                    transport::platform::Platform::SandboxdGrpc,
+                    raw,
+                    config,
+                )
+            })
+            .transpose()?;
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
             sandboxd_grpc,
+            sandboxd_rest: None,
         })
     }
 }
@@ -143,17 +143,23 @@ pub async fn run(
     mut main: Option<init::ExitWatch>,
 ) -> std::io::Result<EndReason> {
     let shutdown = CancellationToken::new();
-    // A sandboxd listener serves on after stdin EOF, as HTTP does.
-    let serving_http = listeners.http.is_some() || listeners.sandboxd_grpc.is_some();
+    // A platform listener serves on after stdin's end, as HTTP does.
+    let serving_http = listeners.http.is_some()
+        || listeners.sandboxd_rest.is_some()
+        || listeners.sandboxd_grpc.is_some();
     #[cfg(feature = "sandboxd")]
-    if let Some(addr) = listeners.sandboxd_grpc {
-        transport::sandboxd::grpc::start(addr, Arc::clone(&app), &shutdown).await?;
+    if let Some(auth) = listeners.sandboxd_grpc {
+        transport::sandboxd::grpc::start(auth, Arc::clone(&app), &shutdown).await?;
     }
-    let http = if listeners.http.is_some() || listeners.metrics.is_some() {
+    let http = if listeners.http.is_some()
+        || listeners.sandboxd_rest.is_some()
+        || listeners.metrics.is_some()
+    {
         Some(
             http::start(
                 listeners.http,
                 listeners.metrics,
+                listeners.sandboxd_rest,
                 Arc::clone(&app),
                 &shutdown,
             )

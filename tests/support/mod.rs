@@ -285,6 +285,26 @@ impl Server {
         Server::spawn(target, command, container_name())
     }
 
+    /// Starts an image `target` with `podman run` options before the image
+    /// (`-p 127.0.0.1:N:8080`) and server arguments after it.
+    pub fn start_container(
+        target: Target,
+        env: &[(&str, &str)],
+        options: &[&str],
+        args: &[&str],
+    ) -> Server {
+        assert!(target.is_container(), "{target:?}: use start_with_cli");
+        let name = container_name();
+        let mut c = podman();
+        c.args(["run", "-i", "--rm", "--name", &name, "--log-driver", "none"]);
+        c.args(options);
+        for (k, v) in env {
+            c.arg("-e").arg(format!("{k}={v}"));
+        }
+        c.arg(target.image().unwrap_or_default()).args(args);
+        Server::spawn(target, c, name)
+    }
+
     /// Starts the server on `target` with the default environment.
     pub fn start(target: Target) -> Server {
         Server::start_with_env(target, &[])

@@ -7,11 +7,12 @@
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
-//! - [`sandboxd`]: Kubernetes agent-sandbox's sandboxd protocols (SPEC §21),
-//!   front-ends over the job verbs rather than MCP sessions (the `sandboxd`
-//!   feature, default on).
+//! - [`platform`]: the auth rule every platform listener (sandboxd, envd;
+//!   SPEC §21) applies, at start-up and per request.
+//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (SPEC §21): REST,
+//!   and gRPC with the `sandboxd` feature (default on).
 
 pub mod http;
-#[cfg(feature = "sandboxd")]
+pub mod platform;
 pub mod sandboxd;
 pub mod stdio;

@@ -36,9 +36,11 @@
 //! [`FILE_WORKERS`] to the file operations (a stalled transfer costs its
 //! buffers and a descriptor).
 
+use std::future::Future;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
@@ -99,7 +101,10 @@ impl<'a> Query<'a> {
     }
 }
 
-fn json_reply(code: StatusCode, value: &impl Serialize) -> HttpReply {
+pub(in crate::server::transport) fn json_reply(
+    code: StatusCode,
+    value: &impl Serialize,
+) -> HttpReply {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
     reply::json(code, body)
@@ -126,7 +131,7 @@ static WORKERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FILE_
 
 /// Runs blocking file work on tokio's blocking pool, at most
 /// [`FILE_WORKERS`] at a time.
-async fn blocking<T: Send + 'static>(
+pub(in crate::server::transport) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
 ) -> Result<T, FileError> {
     let Ok(_worker) = WORKERS.acquire().await else {
@@ -260,18 +265,89 @@ async fn put(
     };
     let mkdirs = query.flag("mkdirs");
     let stall = app.config.http_stall_timeout;
+    let mut body = req.into_body();
+    let open = move || Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?);
+    let got = receive(&mut body, stall, open, expected, opts).await;
+    let reply = match got.outcome {
+        _ if got.stalled => stalled(stall),
+        Ok(done) if done.created => json_reply(StatusCode::CREATED, &done),
+        Ok(done) => json_reply(StatusCode::OK, &done),
+        Err(e) => error(&e),
+    };
+    if got.complete {
+        reply
+    } else {
+        reply::closing(reply)
+    }
+}
+
+/// The `408` of a body that stalled.
+pub(in crate::server::transport) fn stalled(stall: Duration) -> HttpReply {
+    status(
+        StatusCode::REQUEST_TIMEOUT,
+        &format!(
+            "the body stalled for {} s (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
+            stall.as_secs_f64()
+        ),
+    )
+}
+
+/// A request body as the data frames a `PUT` writes: the raw body
+/// ([`Incoming`]) or one part of it (sandboxd's `multipart/form-data`).
+pub(in crate::server::transport) trait Frames: Send {
+    /// The next bytes; `None` at the end; `Err` (the client's fault, said
+    /// as a `400`) for a broken body.
+    fn next(&mut self) -> impl Future<Output = Option<Result<Bytes, String>>> + Send;
+}
+
+impl Frames for Incoming {
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        loop {
+            match self.frame().await? {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Some(Ok(data));
+                    }
+                }
+                Err(e) => return Some(Err(format!("reading the body: {e}"))),
+            }
+        }
+    }
+}
+
+/// How a `PUT` body went.
+pub(in crate::server::transport) struct Received {
+    /// The commit, or why there was none.
+    pub outcome: Result<files::commit::Committed, FileError>,
+    /// The whole body was read (else the connection cannot be reused).
+    pub complete: bool,
+    /// A frame did not come within the stall timeout (answer `408`).
+    pub stalled: bool,
+}
+
+/// Streams `body` into the file `open` stages, and commits it with
+/// `expected` and `opts` (see the module doc: memory stays flat, a stalled
+/// or vanished client leaves nothing). The one `PUT` pipeline, for
+/// `/files` and sandboxd's `/v1/files`.
+pub(in crate::server::transport) async fn receive<F: Frames>(
+    body: &mut F,
+    stall: Duration,
+    open: impl FnOnce() -> Result<Staged, FileError> + Send + 'static,
+    expected: Option<[u8; 32]>,
+    opts: Options,
+) -> Received {
     let (tx, rx) = mpsc::channel::<Piece>(DEPTH);
     // Chunks come back once written, to be filled again: buffers this big
     // are fresh mappings otherwise (the allocator maps anything over 128
     // KiB), each one page-faulted in and unmapped again.
     let (home, pool) = std::sync::mpsc::sync_channel::<BytesMut>(DEPTH + 1);
-    let writer = tokio::spawn(write_pieces(app, target, mkdirs, rx, home, expected, opts));
-    let mut body = req.into_body();
+    let writer = tokio::spawn(write_pieces(open, rx, home, expected, opts));
     let mut complete = false;
     let mut stalled = false;
+    let mut broken = None;
     let mut gathered = BytesMut::new();
     loop {
-        let Ok(frame) = tokio::time::timeout(stall, body.frame()).await else {
+        let Ok(frame) = tokio::time::timeout(stall, body.next()).await else {
             stalled = true;
             break;
         };
@@ -280,10 +356,7 @@ async fn put(
                 complete = true;
                 break;
             }
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
+            Some(Ok(data)) => {
                 if gathered.capacity() == 0 {
                     gathered = match pool.try_recv() {
                         Ok(mut used) => {
@@ -308,7 +381,10 @@ async fn put(
             }
             // The client went away or sent a broken body: the writer sees
             // the channel close without `End` and removes its file.
-            Some(Err(_)) => break,
+            Some(Err(why)) => {
+                broken = Some(why);
+                break;
+            }
         }
     }
     if complete {
@@ -320,44 +396,32 @@ async fn put(
     drop(tx);
     // Awaited also after a stall, so the temporary file is gone before the
     // `408` is sent.
-    let outcome = writer
+    let mut outcome = writer
         .await
         .unwrap_or_else(|e| Err(FileError::new(Kind::Io, format!("file task failed: {e}"))));
-    let mut reply = match outcome {
-        _ if stalled => status(
-            StatusCode::REQUEST_TIMEOUT,
-            &format!(
-                "the body stalled for {} s (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
-                stall.as_secs_f64()
-            ),
-        ),
-        Ok(done) if done.created => json_reply(StatusCode::CREATED, &done),
-        Ok(done) => json_reply(StatusCode::OK, &done),
-        Err(e) => error(&e),
-    };
-    if !complete {
-        // The rest of the body was never read: the connection cannot be
-        // reused.
-        reply
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if let (Some(why), Err(_)) = (broken, &outcome) {
+        outcome = Err(FileError::new(
+            Kind::Invalid,
+            format!("{why}; nothing was written"),
+        ));
     }
-    reply
+    Received {
+        outcome,
+        complete,
+        stalled,
+    }
 }
 
 /// The writing task of a `PUT`: waits for chunks on the async side and
 /// writes each on a blocking task of its own (see the module doc).
 async fn write_pieces(
-    app: Arc<crate::tools::App>,
-    target: PathBuf,
-    mkdirs: bool,
+    open: impl FnOnce() -> Result<Staged, FileError> + Send + 'static,
     mut rx: mpsc::Receiver<Piece>,
     home: std::sync::mpsc::SyncSender<BytesMut>,
     expected: Option<[u8; 32]>,
     opts: Options,
 ) -> Result<files::commit::Committed, FileError> {
-    let mut staged =
-        blocking(move || Staged::create(Place::resolve(&app.cwd, &target, mkdirs)?)).await?;
+    let mut staged = blocking(open).await?;
     loop {
         match rx.recv().await {
             Some(Piece::Data(d)) => {
@@ -473,7 +537,12 @@ pub fn parse_range(header: Option<&str>, size: u64) -> Result<Option<RangeInclus
     Ok(Some(range))
 }
 
-fn send_file(opened: read::Opened, path: &Path, range: Option<&str>, head: bool) -> HttpReply {
+pub(in crate::server::transport) fn send_file(
+    opened: read::Opened,
+    path: &Path,
+    range: Option<&str>,
+    head: bool,
+) -> HttpReply {
     let size = opened.size;
     let (code, start, len) = match parse_range(range, size) {
         Ok(None) => (StatusCode::OK, 0, size),

@@ -113,9 +113,15 @@ pub fn authorized(settings: &HttpSettings, headers: &HeaderMap) -> bool {
 /// is not `Bearer <token>`, and a wrong token are told apart (the token
 /// itself is never echoed).
 pub fn authorization(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), &'static str> {
-    let Some(token) = &settings.token else {
-        return Ok(());
-    };
+    match &settings.token {
+        Some(token) => bearer(token, headers),
+        None => Ok(()),
+    }
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>`, with the three
+/// texts of [`authorization`] when not (the platform listeners use it too).
+pub fn bearer(token: &[u8], headers: &HeaderMap) -> Result<(), &'static str> {
     let Some(given) = headers.get(header::AUTHORIZATION) else {
         return Err("a bearer token is required (Authorization: Bearer <token>)");
     };
@@ -136,7 +142,7 @@ pub fn authorization(settings: &HttpSettings, headers: &HeaderMap) -> Result<(),
 
 /// Compares in time independent of where the bytes differ (the length is
 /// not secret: it is checked first).
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

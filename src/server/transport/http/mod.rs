@@ -51,12 +51,12 @@
 pub mod body;
 mod conns;
 mod exec;
-mod files;
+pub(in crate::server::transport) mod files;
 pub mod guard;
 mod mcp;
 mod probes;
 mod read;
-mod reply;
+pub(in crate::server::transport) mod reply;
 mod routing;
 pub mod settings;
 mod stall;
@@ -77,6 +77,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use super::sandboxd::{self, rest::SandboxdRest};
 use crate::tools::App;
 use conns::{Admission, ConnSlot, Conns};
 use reply::{HttpReply, status};
@@ -105,6 +106,8 @@ enum Listener {
     Main,
     /// `--metrics-listen` (bound there): metrics and health, no token.
     Metrics(SocketAddr),
+    /// `--sandboxd-rest` on an address of its own: sandboxd's `/v1/` only.
+    Sandboxd,
 }
 
 /// The running listeners.
@@ -116,9 +119,13 @@ pub struct Http {
 /// listener (when `metrics` is), and serves them until the process exits.
 /// Their bound addresses are printed on stderr (`mcp-exec: listening for
 /// HTTP on ADDR`, `… for metrics on ADDR`): a port of 0 picks a free one.
+///
+/// sandboxd's REST API (`sandboxd`, SPEC §21) gets a listener of its own,
+/// or, on the address of the main one, the main one's `/v1/` paths.
 pub async fn start(
     settings: Option<HttpSettings>,
     metrics: Option<SocketAddr>,
+    sandboxd: Option<SandboxdRest>,
     app: Arc<App>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<Http> {
@@ -131,8 +138,29 @@ pub async fn start(
              (set MCP_EXEC_HTTP_TOKEN_FILE or MCP_EXEC_HTTP_TOKEN)"
         );
     }
-    let state = HttpState::new(app, settings, shutdown);
-    for (addr, main, what) in [(addr, true, "HTTP"), (metrics, false, "metrics")] {
+    if let Some(auth) = sandboxd.as_ref().map(|s| s.auth())
+        && !auth.has_token()
+    {
+        tracing::warn!(
+            listener = auth.platform().name(),
+            "a platform listener serves without a token: anyone who can reach {} can write files \
+             (SPEC §21; on a pod network a NetworkPolicy is the boundary)",
+            auth.addr()
+        );
+    }
+    // Shared with the main listener (the same address, not port 0, which
+    // asks each for a free port): no socket of its own.
+    let sandboxd_addr = sandboxd
+        .as_ref()
+        .map(|s| s.auth().addr())
+        .filter(|a| a.port() == 0 || Some(*a) != addr);
+    let shares = sandboxd.is_some() && sandboxd_addr.is_none();
+    let state = HttpState::new(app, settings, sandboxd, shares, shutdown);
+    for (addr, kind, what) in [
+        (addr, 0, "HTTP"),
+        (metrics, 1, "metrics"),
+        (sandboxd_addr, 2, "sandboxd REST"),
+    ] {
         let Some(addr) = addr else { continue };
         let socket = TcpListener::bind(addr).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("binding {addr} for {what}: {e}"))
@@ -140,10 +168,10 @@ pub async fn start(
         let bound = socket.local_addr()?;
         tracing::info!(%bound, "listening for {what}");
         eprintln!("mcp-exec: listening for {what} on {bound}");
-        let listener = if main {
-            Listener::Main
-        } else {
-            Listener::Metrics(bound)
+        let listener = match kind {
+            0 => Listener::Main,
+            1 => Listener::Metrics(bound),
+            _ => Listener::Sandboxd,
         };
         let conns = Conns::new(max_connections);
         tokio::spawn(accept(socket, Arc::clone(&state), listener, conns));
@@ -303,7 +331,18 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
     if let Err(why) = guard::one_host(req.headers()) {
         return status(StatusCode::BAD_REQUEST, why);
     }
+    // sandboxd's paths, on its own listener or on the main one when they
+    // share an address (SPEC §21); the platform rule is its auth.
+    if let Some(rest) = &state.sandboxd
+        && (listener == Listener::Sandboxd
+            || (listener == Listener::Main
+                && state.sandboxd_shares_main
+                && (path == "/v1" || path.starts_with("/v1/"))))
+    {
+        return sandboxd::rest::handle(rest, &state.app, state.shutdown.is_cancelled(), req).await;
+    }
     let settings = match (listener, &state.settings) {
+        (Listener::Sandboxd, _) => return status(StatusCode::NOT_FOUND, "not found"),
         (Listener::Main, Some(s)) => s,
         // The main listener runs only with its settings.
         (Listener::Main, None) => return status(StatusCode::NOT_FOUND, "not found"),

@@ -56,61 +56,14 @@ impl HttpSettings {
             return Ok(None);
         };
         let addr = listen_address("MCP_EXEC_HTTP (--http)", raw)?;
-        let token = match (&c.http_token_file, &c.http_token) {
-            // `MCP_EXEC_HTTP_TOKEN_FILE="$FILE"` with `FILE` unset: the
-            // operator meant a token, so serving without one is refused.
-            (Some(path), _) if path.trim().is_empty() => {
-                return Err(
-                    "MCP_EXEC_HTTP_TOKEN_FILE is set but empty: name the token file, \
-                            or unset the variable"
-                        .into(),
-                );
-            }
-            (Some(path), _) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} cannot be read: {e}")
-                })?;
-                let t = text.trim();
-                if t.is_empty() {
-                    return Err(format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} is empty"));
-                }
-                Some(t.as_bytes().to_vec())
-            }
-            (None, Some(t)) if !t.0.trim().is_empty() => Some(t.0.trim().as_bytes().to_vec()),
-            (None, Some(_)) => {
-                return Err(
-                    "MCP_EXEC_HTTP_TOKEN is set but empty (an unset shell variable?): \
-                            give the token, or unset the variable to serve without one"
-                        .into(),
-                );
-            }
-            (None, None) => None,
-        };
-        // A request's `Authorization` is compared only when it is visible
-        // ASCII, so a token with other bytes could never be presented: refuse
-        // it here rather than lock every client out (found by fuzzing).
-        if let Some(t) = &token
-            && !t.iter().all(|&b| (0x20..0x7f).contains(&b))
-        {
-            let var = if c.http_token_file.is_some() {
-                "MCP_EXEC_HTTP_TOKEN_FILE"
-            } else {
-                "MCP_EXEC_HTTP_TOKEN"
-            };
-            return Err(format!(
-                "{var}: the token must be printable ASCII (a client sends it in an HTTP header)"
-            ));
-        }
+        let token = token(c)?;
         if token.is_none() && !addr.ip().is_loopback() && !c.http_insecure {
             return Err(format!(
                 "refusing to serve HTTP on the non-loopback address {addr} without a token: \
                  set MCP_EXEC_HTTP_TOKEN_FILE (or MCP_EXEC_HTTP_TOKEN), or MCP_EXEC_HTTP_INSECURE=1"
             ));
         }
-        let origins = match &c.http_allowed_origins {
-            None => Origins::Default,
-            Some(raw) => Origins::List(origin_list(raw)?),
-        };
+        let origins = origins(c)?;
         let max_connections = match &c.http_max_connections {
             None => 256,
             Some(raw) => match raw.trim().parse::<usize>() {
@@ -130,6 +83,65 @@ impl HttpSettings {
             max_connections,
         }))
     }
+}
+
+/// Our bearer token (`MCP_EXEC_HTTP_TOKEN_FILE`, else `MCP_EXEC_HTTP_TOKEN`),
+/// when one is set: the HTTP listener's, and the one the platform listeners
+/// check when a platform sends it (SPEC §21).
+pub fn token(c: &Config) -> Result<Option<Vec<u8>>, String> {
+    let token = match (&c.http_token_file, &c.http_token) {
+        // `MCP_EXEC_HTTP_TOKEN_FILE="$FILE"` with `FILE` unset: the
+        // operator meant a token, so serving without one is refused.
+        (Some(path), _) if path.trim().is_empty() => {
+            return Err(
+                "MCP_EXEC_HTTP_TOKEN_FILE is set but empty: name the token file, \
+                        or unset the variable"
+                    .into(),
+            );
+        }
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} cannot be read: {e}"))?;
+            let t = text.trim();
+            if t.is_empty() {
+                return Err(format!("MCP_EXEC_HTTP_TOKEN_FILE={path:?} is empty"));
+            }
+            Some(t.as_bytes().to_vec())
+        }
+        (None, Some(t)) if !t.0.trim().is_empty() => Some(t.0.trim().as_bytes().to_vec()),
+        (None, Some(_)) => {
+            return Err(
+                "MCP_EXEC_HTTP_TOKEN is set but empty (an unset shell variable?): \
+                        give the token, or unset the variable to serve without one"
+                    .into(),
+            );
+        }
+        (None, None) => None,
+    };
+    // A request's `Authorization` is compared only when it is visible
+    // ASCII, so a token with other bytes could never be presented: refuse
+    // it here rather than lock every client out (found by fuzzing).
+    if let Some(t) = &token
+        && !t.iter().all(|&b| (0x20..0x7f).contains(&b))
+    {
+        let var = if c.http_token_file.is_some() {
+            "MCP_EXEC_HTTP_TOKEN_FILE"
+        } else {
+            "MCP_EXEC_HTTP_TOKEN"
+        };
+        return Err(format!(
+            "{var}: the token must be printable ASCII (a client sends it in an HTTP header)"
+        ));
+    }
+    Ok(token)
+}
+
+/// The allowed `Origin`s (`MCP_EXEC_HTTP_ALLOWED_ORIGINS`, else loopback).
+pub fn origins(c: &Config) -> Result<Origins, String> {
+    Ok(match &c.http_allowed_origins {
+        None => Origins::Default,
+        Some(raw) => Origins::List(origin_list(raw)?),
+    })
 }
 
 /// `scheme://host[:port]` entries (no path), or `*`.

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::HttpSettings;
 use super::conns::InUse;
 use crate::server::session::McpSession;
+use crate::server::transport::sandboxd::rest::SandboxdRest;
 use crate::tools::App;
 
 /// One HTTP session (`Mcp-Session-Id`): the MCP session it carries and its use.
@@ -53,6 +54,11 @@ pub(super) struct HttpState {
     pub(super) started: Instant,
     /// Requests in flight, whose responses are not fully handed to hyper.
     pub(super) active: watch::Sender<usize>,
+    /// sandboxd's REST API (`--sandboxd-rest`), when on.
+    pub(super) sandboxd: Option<Arc<SandboxdRest>>,
+    /// sandboxd's address is the main listener's: its `/v1/` paths are
+    /// sandboxd's (SPEC §21).
+    pub(super) sandboxd_shares_main: bool,
 }
 
 impl HttpState {
@@ -60,6 +66,8 @@ impl HttpState {
     pub(super) fn new(
         app: Arc<App>,
         settings: Option<HttpSettings>,
+        sandboxd: Option<SandboxdRest>,
+        sandboxd_shares_main: bool,
         shutdown: &CancellationToken,
     ) -> Arc<HttpState> {
         Arc::new(HttpState {
@@ -70,6 +78,8 @@ impl HttpState {
             sessions: Mutex::default(),
             started: Instant::now(),
             active: watch::Sender::new(0),
+            sandboxd: sandboxd.map(Arc::new),
+            sandboxd_shares_main,
         })
     }
 

@@ -48,7 +48,6 @@
 //! message).
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +70,7 @@ use crate::jobs::{
     TerminalError,
 };
 use crate::protocol::version::{LATEST, Revision};
+use crate::server::transport::platform::{PlatformAuth, Refusal};
 use crate::tools::App;
 use crate::tools::execute;
 
@@ -82,27 +82,33 @@ const CHUNK: u64 = 64 * 1024;
 /// (the `kill` tool's default).
 const SIGNAL_WAIT: Duration = Duration::from_secs(5);
 
-/// Binds `addr` and serves `ProcessService` until the process exits; the
+/// Binds `auth`'s address and serves `ProcessService` until the process exits; the
 /// bound address is printed on stderr (`mcp-exec: listening for sandboxd
 /// gRPC on ADDR`: a port of 0 picks a free one).
 pub async fn start(
-    addr: SocketAddr,
+    auth: PlatformAuth,
     app: Arc<App>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
+    let addr = auth.addr();
     let socket = TcpListener::bind(addr).await.map_err(|e| {
         std::io::Error::new(e.kind(), format!("binding {addr} for sandboxd gRPC: {e}"))
     })?;
     let bound = socket.local_addr()?;
     tracing::info!(%bound, "listening for sandboxd gRPC");
     eprintln!("mcp-exec: listening for sandboxd gRPC on {bound}");
-    tokio::spawn(accept(socket, app, shutdown.clone()));
+    tokio::spawn(accept(socket, app, Arc::new(auth), shutdown.clone()));
     Ok(())
 }
 
 /// Accepts connections until shutdown begins; each is served in a task of
 /// its own.
-async fn accept(socket: TcpListener, app: Arc<App>, shutdown: CancellationToken) {
+async fn accept(
+    socket: TcpListener,
+    app: Arc<App>,
+    auth: Arc<PlatformAuth>,
+    shutdown: CancellationToken,
+) {
     loop {
         let stream = tokio::select! {
             accepted = socket.accept() => match accepted {
@@ -120,10 +126,11 @@ async fn accept(socket: TcpListener, app: Arc<App>, shutdown: CancellationToken)
             tracing::debug!(error = %e, "setting TCP_NODELAY");
         }
         let app = Arc::clone(&app);
+        let auth = Arc::clone(&auth);
         // Open streams stay up through shutdown: the jobs' shutdown ends
         // their jobs, and each stream then says how its job ended.
         tokio::spawn(async move {
-            let service = service_fn(move |req| handle(Arc::clone(&app), req));
+            let service = service_fn(move |req| handle(Arc::clone(&app), Arc::clone(&auth), req));
             let conn = http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .serve_connection(TokioIo::new(stream), service);
@@ -136,15 +143,27 @@ async fn accept(socket: TcpListener, app: Arc<App>, shutdown: CancellationToken)
 
 /// One request: read its message, answer `200 application/grpc` at once,
 /// and run the RPC in a task that feeds the body and its trailers.
-async fn handle(app: Arc<App>, req: Request<Incoming>) -> Result<Response<GrpcBody>, Infallible> {
+async fn handle(
+    app: Arc<App>,
+    auth: Arc<PlatformAuth>,
+    req: Request<Incoming>,
+) -> Result<Response<GrpcBody>, Infallible> {
     let (body, reply) = wire::reply();
     let mut response = Response::new(body);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/grpc"),
     );
-    // TODO(lead): platform.rs's per-request token check (SPEC §21, from the
-    // `rest` branch) goes here, answering UNAUTHENTICATED.
+    // SPEC §21's per-request rule: Host, Origin, and our token when set.
+    if let Err(refusal) = auth.check(req.uri(), req.headers()) {
+        let code = match refusal {
+            Refusal::Host(_) => Code::InvalidArgument,
+            Refusal::Forbidden(_) => Code::PermissionDenied,
+            Refusal::Token(_) => Code::Unauthenticated,
+        };
+        tokio::spawn(reply.finish(Err(Status::new(code, refusal.message()))));
+        return Ok(response);
+    }
     let method = req
         .uri()
         .path()

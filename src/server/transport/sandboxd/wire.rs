@@ -54,6 +54,8 @@ pub enum Code {
     Internal = 13,
     /// 14.
     Unavailable = 14,
+    /// 16.
+    Unauthenticated = 16,
 }
 
 /// A gRPC status: a code and its message.
