@@ -92,6 +92,9 @@ pub struct Config {
     pub metrics_listen: Option<String>,
     /// `MCP_EXEC_ENVD` / `--envd`, raw: E2B envd's listener (SPEC §21).
     pub envd: Option<String>,
+    /// `MCP_EXEC_SANDBOXD_GRPC` / `--sandboxd-grpc`, raw: sandboxd's
+    /// `process.v1.ProcessService` over h2c (SPEC §21).
+    pub sandboxd_grpc: Option<String>,
     /// `MCP_EXEC_SANDBOXD_REST` / `--sandboxd-rest`: sandboxd's REST API
     /// (SPEC §21), raw.
     pub sandboxd_rest: Option<String>,
@@ -195,6 +198,7 @@ impl Default for Config {
             http_stall_timeout: Duration::from_secs(30),
             metrics_listen: None,
             envd: None,
+            sandboxd_grpc: None,
             sandboxd_rest: None,
             sandboxd_root: "/workspace".into(),
             sandboxd_metadata_prefix: "SANDBOX_".into(),
@@ -210,7 +214,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 41] = [
+pub const VARIABLES: [(&str, &str, &str); 42] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -380,6 +384,11 @@ pub const VARIABLES: [(&str, &str, &str); 41] = [
         "--envd ADDR: E2B envd (Connect-RPC process and filesystem, /files; port 49983)",
     ),
     (
+        "MCP_EXEC_SANDBOXD_GRPC",
+        "unset",
+        "--sandboxd-grpc ADDR: agent-sandbox's process.v1.ProcessService, gRPC over h2c",
+    ),
+    (
         "MCP_EXEC_SANDBOXD_REST",
         "unset",
         "--sandboxd-rest ADDR: serve agent-sandbox's sandboxd REST API (/v1/files, /v1/health, /v1/metadata)",
@@ -536,6 +545,7 @@ impl Config {
         c.http_max_connections = raw("MCP_EXEC_HTTP_MAX_CONNECTIONS");
         c.metrics_listen = raw("MCP_EXEC_METRICS_LISTEN");
         c.envd = raw("MCP_EXEC_ENVD");
+        c.sandboxd_grpc = raw("MCP_EXEC_SANDBOXD_GRPC");
         c.sandboxd_rest = raw("MCP_EXEC_SANDBOXD_REST");
         if let Some(root) = raw("MCP_EXEC_SANDBOXD_ROOT") {
             c.sandboxd_root = root;

@@ -283,6 +283,7 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
             "--http" => "MCP_EXEC_HTTP",
             "--metrics-listen" => "MCP_EXEC_METRICS_LISTEN",
             "--envd" => "MCP_EXEC_ENVD",
+            "--sandboxd-grpc" => "MCP_EXEC_SANDBOXD_GRPC",
             "--sandboxd-rest" => "MCP_EXEC_SANDBOXD_REST",
             "--sandboxd-root" => "MCP_EXEC_SANDBOXD_ROOT",
             "--sandboxd-metadata-prefix" => "MCP_EXEC_SANDBOXD_METADATA_PREFIX",
@@ -306,7 +307,7 @@ fn help() -> String {
     let mut s = format!(
         "mcp-exec {} — an MCP server (stdio and Streamable HTTP) that runs shell commands as jobs;\n\
          meant to be PID 1 of a container.\n\n\
-         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--no-stdio]\n       \
+         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--sandboxd-grpc ADDR] [--no-stdio]\n       \
          mcp-exec [--http ADDR] [--metrics-listen ADDR] -- CMD [ARGS…]\n                           \
          init mode: run CMD as the container's main process, tini-style; signals go to CMD,\n                           \
          and mcp-exec exits with its status (128+N: signal N; 127 not found; 126 not executable);\n                           \
@@ -320,6 +321,7 @@ fn help() -> String {
          --http ADDR             MCP_EXEC_HTTP\n  \
          --metrics-listen ADDR   MCP_EXEC_METRICS_LISTEN\n  \
          --envd ADDR             MCP_EXEC_ENVD: E2B envd (SDK default port 49983)\n  \
+         --sandboxd-grpc ADDR    MCP_EXEC_SANDBOXD_GRPC (agent-sandbox sandboxd gRPC, h2c)\n  \
          --sandboxd-rest ADDR    MCP_EXEC_SANDBOXD_REST (agent-sandbox's REST API)\n  \
          --sandboxd-root DIR     MCP_EXEC_SANDBOXD_ROOT\n  \
          --sandboxd-metadata-prefix P  MCP_EXEC_SANDBOXD_METADATA_PREFIX\n  \

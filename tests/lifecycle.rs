@@ -64,7 +64,7 @@ fn count_args(s: &mut Server, marker: &str, grep_flags: &str) -> usize {
 /// (no fork, so the checker makes no zombie of its own). In a namespace
 /// (PID 1, containers) every zombie counts; on the host only the server's
 /// own children (`$PPID` of the checker job is the server).
-fn zombie_count(s: &mut Server) -> usize {
+pub(crate) fn zombie_count(s: &mut Server) -> usize {
     let all = if s.target == Target::Bare { 0 } else { 1 };
     let script = format!(
         r#"n=0; for f in /proc/[0-9]*/stat; do read -r l 2>/dev/null < "$f" || continue; r=${{l##*) }}; st=${{r%% *}}; r=${{r#* }}; pp=${{r%% *}}; if [ "$st" = Z ] && {{ [ {all} = 1 ] || [ "$pp" = "$PPID" ]; }}; then n=$((n+1)); fi; done; echo $n"#
@@ -79,7 +79,7 @@ fn zombie_count(s: &mut Server) -> usize {
 }
 
 /// Whether any process on the host has `marker` in its command line.
-fn host_marker_alive(marker: &str) -> bool {
+pub(crate) fn host_marker_alive(marker: &str) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return false;
     };

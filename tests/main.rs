@@ -92,6 +92,10 @@ mod tasks;
 /// What a person is told: bad flags, bad settings, fatal errors, tokens, `--help` (issue 19 §7).
 mod messages;
 
+/// The sandboxd gRPC front-end (SPEC §21) driven by the agent-sandbox SDK and grpcio.
+#[cfg(feature = "sandboxd")]
+mod sandboxd;
+
 /// Terminal jobs (SPEC §20): a PTY, its output stream, TERM and size, resize, C-d, session kill.
 mod terminal;
 

@@ -66,6 +66,8 @@ pub struct Listeners {
     pub metrics: Option<SocketAddr>,
     /// E2B envd's listener (SPEC §21).
     pub envd: Option<transport::envd::EnvdSettings>,
+    /// sandboxd's gRPC `process.v1.ProcessService` (SPEC §21).
+    pub sandboxd_grpc: Option<transport::platform::PlatformAuth>,
     /// sandboxd's REST API (SPEC §21); set by `main` once the cwd policy
     /// it must lie within is built.
     pub sandboxd_rest: Option<transport::sandboxd::rest::SandboxdRest>,
@@ -89,11 +91,32 @@ impl Listeners {
                     .into(),
             );
         }
+        if config.sandboxd_grpc.is_some() && !cfg!(feature = "sandboxd") {
+            return Err(
+                "MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc): this mcp-exec was built without \
+                 the `sandboxd` feature"
+                    .into(),
+            );
+        }
+        // SPEC §21's start-up rule (a non-loopback listener without our
+        // token needs MCP_EXEC_PLATFORM_INSECURE=1).
+        let sandboxd_grpc = config
+            .sandboxd_grpc
+            .as_deref()
+            .map(|raw| {
+                transport::platform::PlatformAuth::new(
+                    transport::platform::Platform::SandboxdGrpc,
+                    raw,
+                    config,
+                )
+            })
+            .transpose()?;
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
             envd,
+            sandboxd_grpc,
             sandboxd_rest: None,
         })
     }
@@ -133,8 +156,17 @@ pub async fn run(
         transport::envd::start(envd, Arc::clone(&app), &shutdown).await?;
     }
     // A platform listener serves on after stdin's end, as HTTP does.
-    let serving_http = listeners.http.is_some() || listeners.sandboxd_rest.is_some();
-    let http = if serving_http || listeners.metrics.is_some() {
+    let serving_http = listeners.http.is_some()
+        || listeners.sandboxd_rest.is_some()
+        || listeners.sandboxd_grpc.is_some();
+    #[cfg(feature = "sandboxd")]
+    if let Some(auth) = listeners.sandboxd_grpc {
+        transport::sandboxd::grpc::start(auth, Arc::clone(&app), &shutdown).await?;
+    }
+    let http = if listeners.http.is_some()
+        || listeners.sandboxd_rest.is_some()
+        || listeners.metrics.is_some()
+    {
         Some(
             http::start(
                 listeners.http,

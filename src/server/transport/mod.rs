@@ -10,7 +10,8 @@
 //! - [`envd`]: E2B envd's Connect-RPC and `/files` (SPEC §21).
 //! - [`platform`]: the auth rule every platform listener (sandboxd, envd;
 //!   SPEC §21) applies, at start-up and per request.
-//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (SPEC §21).
+//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (SPEC §21): REST,
+//!   and gRPC with the `sandboxd` feature (default on).
 
 pub mod envd;
 pub mod http;

@@ -1,13 +1,27 @@
 //! Kubernetes agent-sandbox's in-sandbox runtime API, KEP-539.2 "sandboxd"
-//! (SPEC §21), so that its official SDKs drive mcp-exec unchanged.
+//! (SPEC §21), so that its official SDKs drive mcp-exec unchanged: front-ends
+//! over the same jobs and files as MCP, each on its own listener, off by
+//! default. This module only declares them; each owns its listener, wire
+//! format and mapping (scripts/check-layers.sh's transport rule applies).
 //!
 //! - [`rest`]: `--sandboxd-rest`, `/v1/files/{path}`, `/v1/health`,
 //!   `/v1/metadata`, a mapping onto [`crate::files`] under
 //!   `--sandboxd-root`.
 //! - [`multipart`]: the one part of a `multipart/form-data` `PUT` that
 //!   holds the file, streamed.
+//! - `grpc` (the `sandboxd` feature, default on): `--sandboxd-grpc`,
+//!   `process.v1.ProcessService` over h2c (`Execute`, `Start`,
+//!   `WriteStdin`, `SendSignal`, `ResizeTTY`), each RPC a mapping onto the
+//!   verbs of `jobs::Jobs`; its framing, messages and status codes are in
+//!   `wire`.
 //!
-//! Every listener applies [`super::platform`]'s auth rule.
+//! Every listener applies [`super::platform`]'s auth rule. docs/sandboxd.md
+//! is the user's page (the mapping, where we differ from the reference
+//! daemon).
 
+#[cfg(feature = "sandboxd")]
+pub mod grpc;
 pub(in crate::server::transport) mod multipart;
 pub mod rest;
+#[cfg(feature = "sandboxd")]
+mod wire;

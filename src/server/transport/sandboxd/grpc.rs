@@ -1,0 +1,679 @@
+//! `--sandboxd-grpc ADDR`: agent-sandbox's `process.v1.ProcessService`
+//! (KEP-539.2 sandboxd, SPEC §21) over h2c — cleartext HTTP/2 with prior
+//! knowledge, as `grpc.insecure_channel` speaks it — on hyper's HTTP/2
+//! server. Every RPC is a mapping onto the verbs of `jobs::Jobs`:
+//!
+//! | RPC | verbs |
+//! |---|---|
+//! | `Execute` | `launch` (stdin closed) → `follow` until `Exit`: the whole output in one `ExecuteResponse` |
+//! | `Start` | `launch` (stdin open; `pty` → a terminal job) → `InitEvent`, then `follow`'s output as `stdout`/`stderr`, then `ExitEvent` |
+//! | `WriteStdin` | `write_stdin(id, input, false)`, or `write_stdin(id, [], true)` for `eof` |
+//! | `SendSignal` | `signal(id, Plan::One(INT/TERM/KILL), 5 s)`: the group, death verified as `kill` does |
+//! | `ResizeTTY` | `resize(id, cols, rows)` (`FAILED_PRECONDITION` for a pipe job) |
+//!
+//! The request's `ProcessConfig` (argv, env, cwd) and `pty` become
+//! `execute`'s arguments, parsed by the tool's own parser (the cwd policy,
+//! identity, limits and windows are the tool's); jobs are owned by their
+//! stream (`Owner::Stream`, like `POST /exec`): `list_jobs`, `status`,
+//! `output` and `kill` see them, `wait` refuses them.
+//!
+//! # Mappings (docs/sandboxd.md)
+//! - `process_id` is the number of our job id: `job-7` is process 7 (ids
+//!   count up from 1 per server, so they fit an `int32` for 2³¹−1 jobs;
+//!   past that a launch answers `RESOURCE_EXHAUSTED`).
+//! - A signal death's `exit_code` is `128+N` (as a shell reports it), not
+//!   sandboxd's `-1`; the trailers say `x-mcp-exec-signal: SIGKILL`. Every
+//!   exit also carries `x-mcp-exec-job-id`, and `x-mcp-exec-cause` when
+//!   the server ended the job (`timeout`, `killed`, `shutdown`, `oom`…).
+//! - `Execute` keeps the first `MCP_EXEC_MAX_OUTPUT_BYTES` of each stream;
+//!   the trailers say `x-mcp-exec-stdout-bytes: <all written>` and, when
+//!   some was left out, `x-mcp-exec-stdout-truncated: <bytes left out>`
+//!   (likewise for stderr).
+//! - `grpc-timeout` is the job's deadline (`timeout`): at it the job's
+//!   group gets TERM, the grace, KILL, as any deadline does, and the call
+//!   answers `DEADLINE_EXCEEDED`.
+//! - A client that goes away (a reset stream, a closed connection) tears
+//!   its job down: TERM, the grace, KILL to the whole group, then removed —
+//!   nothing else could collect it.
+//! - Output is what every other front-end sees: UTF-8-sanitised (invalid
+//!   bytes become U+FFFD) and redacted (SPEC §12.6); a `Start` client too
+//!   slow for the job's window misses the bytes the window dropped.
+//!
+//! Errors are gRPC statuses with a `grpc-message`: `INVALID_ARGUMENT` (a
+//! bad request, an argument `execute` refuses), `NOT_FOUND` (an unknown
+//! `process_id`), `FAILED_PRECONDITION` (stdin closed, no terminal, the
+//! program could not start), `PERMISSION_DENIED` (the cwd policy, a signal
+//! the kernel refused), `RESOURCE_EXHAUSTED` (the queue is full, the
+//! breaker is open), `UNIMPLEMENTED` (another method or a compressed
+//! message).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{self, Code, GrpcBody, Reply, Status, pb};
+use crate::capture::StreamSpec;
+use crate::jobs::result::JobResult;
+use crate::jobs::{
+    Event, Job, JobId, JobSignalError, LaunchError, Launched, Owner, Plan, StdinError, Stream,
+    TerminalError,
+};
+use crate::protocol::version::{LATEST, Revision};
+use crate::server::transport::platform::{PlatformAuth, Refusal};
+use crate::tools::App;
+use crate::tools::execute;
+
+/// The path prefix of every method.
+const SERVICE: &str = "/process.v1.ProcessService/";
+/// The most output one `Start` message carries.
+const CHUNK: u64 = 64 * 1024;
+/// How long `SendSignal` waits for the group's death after its signal
+/// (the `kill` tool's default).
+const SIGNAL_WAIT: Duration = Duration::from_secs(5);
+
+/// Binds `auth`'s address and serves `ProcessService` until the process exits; the
+/// bound address is printed on stderr (`mcp-exec: listening for sandboxd
+/// gRPC on ADDR`: a port of 0 picks a free one).
+pub async fn start(
+    auth: PlatformAuth,
+    app: Arc<App>,
+    shutdown: &CancellationToken,
+) -> std::io::Result<()> {
+    let addr = auth.addr();
+    let socket = TcpListener::bind(addr).await.map_err(|e| {
+        std::io::Error::new(e.kind(), format!("binding {addr} for sandboxd gRPC: {e}"))
+    })?;
+    let bound = socket.local_addr()?;
+    tracing::info!(%bound, "listening for sandboxd gRPC");
+    eprintln!("mcp-exec: listening for sandboxd gRPC on {bound}");
+    tokio::spawn(accept(socket, app, Arc::new(auth), shutdown.clone()));
+    Ok(())
+}
+
+/// Accepts connections until shutdown begins; each is served in a task of
+/// its own.
+async fn accept(
+    socket: TcpListener,
+    app: Arc<App>,
+    auth: Arc<PlatformAuth>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = socket.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accepting a sandboxd gRPC connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "setting TCP_NODELAY");
+        }
+        let app = Arc::clone(&app);
+        let auth = Arc::clone(&auth);
+        // Open streams stay up through shutdown: the jobs' shutdown ends
+        // their jobs, and each stream then says how its job ended.
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(Arc::clone(&app), Arc::clone(&auth), req));
+            let conn = http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "a sandboxd gRPC connection ended");
+            }
+        });
+    }
+}
+
+/// One request: read its message, answer `200 application/grpc` at once,
+/// and run the RPC in a task that feeds the body and its trailers.
+async fn handle(
+    app: Arc<App>,
+    auth: Arc<PlatformAuth>,
+    req: Request<Incoming>,
+) -> Result<Response<GrpcBody>, Infallible> {
+    let (body, reply) = wire::reply();
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    // SPEC §21's per-request rule: Host, Origin, and our token when set.
+    if let Err(refusal) = auth.check(req.uri(), req.headers()) {
+        let code = match refusal {
+            Refusal::Host(_) => Code::InvalidArgument,
+            Refusal::Forbidden(_) => Code::PermissionDenied,
+            Refusal::Token(_) => Code::Unauthenticated,
+        };
+        tokio::spawn(reply.finish(Err(Status::new(code, refusal.message()))));
+        return Ok(response);
+    }
+    let method = req
+        .uri()
+        .path()
+        .strip_prefix(SERVICE)
+        .unwrap_or_default()
+        .to_owned();
+    let deadline = wire::timeout(req.headers());
+    let post = req.method() == Method::POST;
+    let message = Limited::new(req.into_body(), wire::MAX_REQUEST)
+        .collect()
+        .await
+        .map(|b| b.to_bytes());
+    tokio::spawn(async move {
+        let status = match (post, message) {
+            (false, _) => Err(Status::new(Code::Unimplemented, "gRPC methods are POST")),
+            (true, Err(e)) => Err(Status::new(
+                Code::ResourceExhausted,
+                format!(
+                    "reading the request (at most {} bytes): {e}",
+                    wire::MAX_REQUEST
+                ),
+            )),
+            (true, Ok(msg)) => return rpc(&app, &method, &msg, deadline, reply).await,
+        };
+        reply.finish(status).await;
+    });
+    Ok(response)
+}
+
+/// Runs method `method` and finishes `reply`.
+async fn rpc(app: &App, method: &str, msg: &[u8], deadline: Option<Duration>, mut reply: Reply) {
+    let status = match method {
+        "Execute" => match wire::decode::<pb::ExecuteRequest>(msg) {
+            Ok(req) => execute(app, req, deadline, &mut reply).await,
+            Err(e) => Err(e),
+        },
+        "Start" => match wire::decode::<pb::StartRequest>(msg) {
+            Ok(req) => start_rpc(app, req, deadline, &mut reply).await,
+            Err(e) => Err(e),
+        },
+        "WriteStdin" => match wire::decode::<pb::WriteStdinRequest>(msg) {
+            Ok(req) => until_gone(&reply, write_stdin(app, req)).await,
+            Err(e) => Err(e),
+        },
+        "SendSignal" => match wire::decode::<pb::SendSignalRequest>(msg) {
+            Ok(req) => until_gone(&reply, send_signal(app, req)).await,
+            Err(e) => Err(e),
+        },
+        "ResizeTTY" => match wire::decode::<pb::ResizeTtyRequest>(msg) {
+            Ok(req) => resize(app, &req),
+            Err(e) => Err(e),
+        },
+        other => Err(Status::new(
+            Code::Unimplemented,
+            format!("unknown method {SERVICE}{other}"),
+        )),
+    };
+    let status = match status {
+        Ok(Some(msg)) => match reply.send_framed(msg).await {
+            Ok(()) => Ok(()),
+            Err(wire::Gone) => return,
+        },
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    reply.finish(status).await;
+}
+
+/// A unary answer: its framed message, or none (a stream, or sent).
+type Answer = Result<Option<bytes::Bytes>, Status>;
+
+/// A response message, framed.
+fn answer(msg: &impl prost::Message) -> Answer {
+    Ok(Some(wire::frame(msg)))
+}
+
+/// Runs a unary RPC's work until it ends or the client goes (then the work
+/// is dropped: every verb it calls is cancel-safe).
+async fn until_gone(reply: &Reply, work: impl Future<Output = Answer>) -> Answer {
+    tokio::select! {
+        answer = work => answer,
+        () = reply.gone() => Ok(None),
+    }
+}
+
+/// The revision job results are rendered as: the latest (as `POST /exec`).
+fn revision() -> Revision {
+    Revision::negotiate(Some(LATEST))
+}
+
+/// The job a request asks for, as `execute` would launch it, owned by its
+/// stream.
+fn launch(
+    app: &App,
+    config: Option<pb::ProcessConfig>,
+    pty: Option<pb::Pty>,
+    deadline: Option<Duration>,
+) -> Result<crate::jobs::Launch, Status> {
+    let config = config.unwrap_or_default();
+    if config.command.is_empty() {
+        return Err(Status::new(
+            Code::InvalidArgument,
+            "config.command must name the program (argv)",
+        ));
+    }
+    let mut args = json!({"argv": config.command, "env": config.env_vars});
+    if let Some(cwd) = config.cwd {
+        args["cwd"] = json!(cwd);
+    }
+    if let Some(pty) = pty {
+        args["tty"] = json!(true);
+        // 0 (unset in proto3) takes the default size.
+        if pty.cols > 0 {
+            args["cols"] = json!(pty.cols);
+        }
+        if pty.rows > 0 {
+            args["rows"] = json!(pty.rows);
+        }
+    }
+    if let Some(d) = deadline {
+        if d.is_zero() {
+            return Err(Status::new(
+                Code::DeadlineExceeded,
+                "the deadline passed before the job started",
+            ));
+        }
+        args["timeout"] = json!(d.as_secs_f64());
+    }
+    let Value::Object(args) = args else {
+        return Err(Status::new(Code::Internal, "building the job's arguments"));
+    };
+    let mut launch = execute::parse(&args, &app.config, &app.job_policy, revision())
+        .map_err(|e| Status::new(Code::InvalidArgument, e.to_string()))?
+        .launch;
+    launch.owner = Owner::Stream;
+    Ok(launch)
+}
+
+/// Launches `launch`; `Ok((id, stdin_to_close))`.
+fn submit(app: &App, launch: crate::jobs::Launch) -> Result<(JobId, bool), Status> {
+    let close = launch.close_stdin;
+    let id = match app.jobs.launch(launch) {
+        Ok(Launched::Started { id, .. }) => return Ok((id, close)),
+        Ok(Launched::Queued { id }) => id,
+        Ok(Launched::Ended(job)) => {
+            let r = result(&job);
+            return Err(Status::new(
+                Code::FailedPrecondition,
+                format!(
+                    "the process could not start: {}",
+                    r.status.start_error.unwrap_or_default()
+                ),
+            ));
+        }
+        Err(e) => return Err(launch_error(e)),
+    };
+    // A queued job's stdin is closed by `jobs` when it starts.
+    Ok((id, false))
+}
+
+fn launch_error(e: LaunchError) -> Status {
+    match e {
+        LaunchError::CwdRefused(why) => Status::new(Code::PermissionDenied, why),
+        e @ (LaunchError::QueueFull { .. } | LaunchError::BreakerOpen { .. }) => {
+            Status::new(Code::ResourceExhausted, e.to_string())
+        }
+        e @ LaunchError::ShellSession(_) => Status::new(Code::InvalidArgument, e.to_string()),
+        e @ LaunchError::DeliveredElsewhere(_) => Status::new(Code::Internal, e.to_string()),
+    }
+}
+
+/// Job `id` as process `process_id`, or `RESOURCE_EXHAUSTED` past `int32`.
+fn process_id(id: JobId) -> Result<i32, Status> {
+    i32::try_from(id.0).map_err(|_| {
+        Status::new(
+            Code::ResourceExhausted,
+            format!("{id}: job ids past 2^31-1 do not fit sandboxd's int32 process_id"),
+        )
+    })
+}
+
+/// Our job for `process_id` (`NOT_FOUND` for none that could be ours).
+fn job_of(process_id: i32) -> Result<JobId, Status> {
+    u64::try_from(process_id)
+        .ok()
+        .filter(|n| *n > 0)
+        .map(JobId)
+        .ok_or_else(|| not_found(process_id))
+}
+
+fn not_found(process_id: i32) -> Status {
+    Status::new(Code::NotFound, format!("no process {process_id}"))
+}
+
+/// A delivered job rendered as the latest revision sees it, no streams.
+fn result(job: &Job) -> JobResult {
+    JobResult::with_streams(job, &StreamSpec::None, &StreamSpec::None, &view_none())
+}
+
+fn view_none() -> crate::jobs::result::View<'static> {
+    crate::jobs::result::View {
+        fields: crate::tools::context::fields(revision()),
+        redact: None,
+    }
+}
+
+/// How a job ended, on sandboxd's wire: its exit code (`128+N` for a
+/// signal death) and the trailers that say the rest; `DEADLINE_EXCEEDED`
+/// when its deadline (our `grpc-timeout`) ended it; `FAILED_PRECONDITION`
+/// when it never started.
+fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
+    let r = result(job);
+    reply.meta("x-mcp-exec-job-id", r.status.job_id);
+    if let Some(cause) = r.cause {
+        reply.meta("x-mcp-exec-cause", cause);
+    }
+    for (stream, name) in [
+        (Stream::Stdout, "x-mcp-exec-stdout-bytes"),
+        (Stream::Stderr, "x-mcp-exec-stderr-bytes"),
+    ] {
+        reply.meta(name, job.total_bytes(stream));
+    }
+    let code = match r.status.signal_number {
+        Some(n) => {
+            let name = init::Signal::from_raw(n)
+                .and_then(init::Signal::name)
+                .map_or_else(|| n.to_string(), |s| format!("SIG{s}"));
+            reply.meta("x-mcp-exec-signal", name);
+            128 + n
+        }
+        None => r.status.exit_code.unwrap_or(-1),
+    };
+    if r.timed_out == Some(true) && r.cause == Some("timeout") {
+        return Err(Status::new(
+            Code::DeadlineExceeded,
+            format!(
+                "{}: the deadline passed; its process group was ended",
+                r.status.job_id
+            ),
+        ));
+    }
+    if let Some(error) = r.status.start_error {
+        return Err(Status::new(
+            Code::FailedPrecondition,
+            format!("the process could not start: {error}"),
+        ));
+    }
+    Ok(code)
+}
+
+/// What following a job to its end gave.
+enum Followed {
+    /// It ended: its result.
+    Exit(Box<Job>),
+    /// It left the table without a result (torn down at shutdown).
+    Vanished,
+    /// The client went away.
+    Gone,
+}
+
+/// `Execute`: the job's whole output (up to the window per stream) and
+/// its exit code in one message.
+async fn execute(
+    app: &App,
+    req: pb::ExecuteRequest,
+    deadline: Option<Duration>,
+    reply: &mut Reply,
+) -> Answer {
+    let mut l = launch(app, req.config, None, deadline)?;
+    l.close_stdin = true;
+    let (id, close) = submit(app, l)?;
+    if let Err(e) = process_id(id) {
+        app.jobs.teardown(id).await;
+        return Err(e);
+    }
+    if close {
+        // Nothing to write: stdin is closed at once (EOF, like `< /dev/null`).
+        if let Err(e) = app.jobs.write_stdin(id, &[], true).await {
+            tracing::debug!(job = %id, error = %e, "sandboxd Execute: closing stdin");
+        }
+    }
+    let cap = app.config.max_output_bytes;
+    let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut kept_raw = [0_u64; 2];
+    let followed = {
+        let mut events = app
+            .jobs
+            .follow(id, 0, CHUNK, app.view(revision()))
+            .raw_bytes();
+        loop {
+            tokio::select! {
+                next = events.next() => match next {
+                    None => break Followed::Vanished,
+                    Some(Event::Exit(job)) => break Followed::Exit(job),
+                    Some(Event::Output { stream, slice }) => {
+                        let i = usize::from(stream == Stream::Stderr);
+                        let data = slice.data.as_bytes();
+                        let room = cap.saturating_sub(kept[i].len());
+                        if data.len() <= room {
+                            kept[i].extend_from_slice(data);
+                            kept_raw[i] += slice.bytes;
+                        } else {
+                            // The head of this chunk fits: its raw bytes are
+                            // the data's (up to sanitising and redaction).
+                            kept[i].extend_from_slice(&data[..room]);
+                            kept_raw[i] += slice.bytes.min(room as u64);
+                        }
+                    }
+                    Some(Event::Bytes { stream, data, .. }) => {
+                        let i = usize::from(stream == Stream::Stderr);
+                        let room = cap.saturating_sub(kept[i].len());
+                        let take = data.len().min(room);
+                        kept[i].extend_from_slice(&data[..take]);
+                        kept_raw[i] += take as u64;
+                    }
+                    Some(Event::Queued | Event::Started { .. }) => {}
+                },
+                () = reply.gone() => break Followed::Gone,
+            }
+        }
+    };
+    let job = match followed {
+        Followed::Exit(job) => job,
+        Followed::Vanished => {
+            return Err(Status::new(
+                Code::Unavailable,
+                format!("{id} was ended by the server's shutdown"),
+            ));
+        }
+        Followed::Gone => {
+            tracing::info!(job = %id, "sandboxd Execute: client gone, ending its job");
+            app.jobs.teardown(id).await;
+            return Ok(None);
+        }
+    };
+    for (i, (stream, name)) in [
+        (Stream::Stdout, "x-mcp-exec-stdout-truncated"),
+        (Stream::Stderr, "x-mcp-exec-stderr-truncated"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let left_out = job.total_bytes(stream).saturating_sub(kept_raw[i]);
+        if left_out > 0 {
+            reply.meta(name, left_out);
+        }
+    }
+    let exit_code = ended(&job, reply)?;
+    let [stdout, stderr] = kept;
+    Ok(Some(wire::frame(&pb::ExecuteResponse {
+        exit_code,
+        stdout,
+        stderr,
+    })))
+}
+
+/// `Start`: `InitEvent`, the output as it comes, `ExitEvent`.
+async fn start_rpc(
+    app: &App,
+    req: pb::StartRequest,
+    deadline: Option<Duration>,
+    reply: &mut Reply,
+) -> Answer {
+    let mut l = launch(app, req.config, req.pty, deadline)?;
+    l.close_stdin = false;
+    let (id, _) = submit(app, l)?;
+    let pid = match process_id(id) {
+        Ok(pid) => pid,
+        Err(e) => {
+            app.jobs.teardown(id).await;
+            return Err(e);
+        }
+    };
+    tracing::info!(job = %id, "sandboxd Start: job submitted");
+    let init = event(pb::start_response::Event::Init(pb::InitEvent {
+        process_id: pid,
+    }));
+    let followed = match reply.send(&init).await {
+        Err(wire::Gone) => Followed::Gone,
+        Ok(()) => {
+            let mut events = app
+                .jobs
+                .follow(id, 0, CHUNK, app.view(revision()))
+                .raw_bytes();
+            loop {
+                let next = tokio::select! {
+                    next = events.next() => next,
+                    () = reply.gone() => break Followed::Gone,
+                };
+                let msg = match next {
+                    None => break Followed::Vanished,
+                    Some(Event::Exit(job)) => break Followed::Exit(job),
+                    Some(Event::Output { stream, slice }) => {
+                        let data = slice.data.into_bytes();
+                        event(match stream {
+                            Stream::Stdout => pb::start_response::Event::Stdout(data),
+                            Stream::Stderr => pb::start_response::Event::Stderr(data),
+                        })
+                    }
+                    Some(Event::Bytes { stream, data, .. }) => event(match stream {
+                        Stream::Stdout => pb::start_response::Event::Stdout(data),
+                        Stream::Stderr => pb::start_response::Event::Stderr(data),
+                    }),
+                    Some(Event::Queued | Event::Started { .. }) => continue,
+                };
+                if reply.send(&msg).await.is_err() {
+                    break Followed::Gone;
+                }
+            }
+        }
+    };
+    match followed {
+        Followed::Exit(job) => {
+            let exit_code = ended(&job, reply)?;
+            let exit = event(pb::start_response::Event::Exit(pb::ExitEvent { exit_code }));
+            // A client gone by now has nothing left to hear.
+            let _ = reply.send(&exit).await;
+            Ok(None)
+        }
+        Followed::Vanished => Err(Status::new(
+            Code::Unavailable,
+            format!("{id} was ended by the server's shutdown"),
+        )),
+        Followed::Gone => {
+            tracing::info!(job = %id, "sandboxd Start: client gone, ending its job");
+            app.jobs.teardown(id).await;
+            Ok(None)
+        }
+    }
+}
+
+fn event(e: pb::start_response::Event) -> pb::StartResponse {
+    pb::StartResponse { event: Some(e) }
+}
+
+/// `WriteStdin`: bytes, or `eof` (closes stdin).
+async fn write_stdin(app: &App, req: pb::WriteStdinRequest) -> Answer {
+    let id = job_of(req.process_id)?;
+    let (data, close) = match req.payload {
+        Some(pb::write_stdin_request::Payload::Input(data)) => (data, false),
+        Some(pb::write_stdin_request::Payload::Eof(())) => (Vec::new(), true),
+        None => {
+            return Err(Status::new(
+                Code::InvalidArgument,
+                "payload must be input or eof",
+            ));
+        }
+    };
+    match app.jobs.write_stdin(id, &data, close).await {
+        Ok(()) => answer(&pb::WriteStdinResponse {}),
+        Err(StdinError::Unknown) => Err(not_found(req.process_id)),
+        Err(e) => Err(Status::new(
+            Code::FailedPrecondition,
+            format!("process {}: {e}", req.process_id),
+        )),
+    }
+}
+
+/// `SendSignal`: INT, TERM or KILL to the job's group (a terminal job's
+/// session), waiting up to [`SIGNAL_WAIT`] for its death as `kill` does;
+/// how it ended reaches the job's owner (its `Start` stream's `ExitEvent`).
+async fn send_signal(app: &App, req: pb::SendSignalRequest) -> Answer {
+    let id = job_of(req.process_id)?;
+    let signal = match pb::Signal::try_from(req.signal) {
+        Ok(pb::Signal::Sigint) => init::Signal::INT,
+        Ok(pb::Signal::Sigterm) => init::Signal::TERM,
+        Ok(pb::Signal::Sigkill) => init::Signal::KILL,
+        Ok(pb::Signal::Unspecified) | Err(_) => {
+            return Err(Status::new(
+                Code::InvalidArgument,
+                format!(
+                    "signal {} is not one of SIGNAL_SIGINT, SIGNAL_SIGTERM, SIGNAL_SIGKILL",
+                    req.signal
+                ),
+            ));
+        }
+    };
+    match app
+        .jobs
+        .signal(id, Plan::One(signal), SIGNAL_WAIT, |_| {})
+        .await
+    {
+        // Its result stays with its owner (a stream, or an MCP caller).
+        Ok(_) => answer(&pb::SendSignalResponse {}),
+        Err(JobSignalError::Unknown(_)) => Err(not_found(req.process_id)),
+        Err(JobSignalError::Failed(e)) => Err(Status::new(
+            Code::PermissionDenied,
+            format!("process {}: {e}", req.process_id),
+        )),
+    }
+}
+
+/// `ResizeTTY`: a terminal job's window size (SIGWINCH).
+fn resize(app: &App, req: &pb::ResizeTtyRequest) -> Answer {
+    let id = job_of(req.process_id)?;
+    let dims = (u16::try_from(req.cols), u16::try_from(req.rows));
+    let (Ok(cols), Ok(rows)) = dims else {
+        return Err(Status::new(
+            Code::InvalidArgument,
+            TerminalError::BadSize.to_string(),
+        ));
+    };
+    match app.jobs.resize(id, cols, rows) {
+        Ok(()) => answer(&pb::ResizeTtyResponse {}),
+        Err(TerminalError::Unknown) => Err(not_found(req.process_id)),
+        Err(e @ TerminalError::BadSize) => Err(Status::new(Code::InvalidArgument, e.to_string())),
+        Err(e @ TerminalError::Failed(_)) => Err(Status::new(Code::Internal, e.to_string())),
+        Err(e) => Err(Status::new(
+            Code::FailedPrecondition,
+            format!("process {}: {e}", req.process_id),
+        )),
+    }
+}
