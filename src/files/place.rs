@@ -37,6 +37,18 @@ pub struct Place {
 }
 
 impl Place {
+    /// For an allowed root (whose `name` is `.`), the name its entry is
+    /// listed under: the last component of its path (`/` for `/` itself).
+    /// `None` for any other place, whose entry takes `name`.
+    #[must_use]
+    pub fn entry_name(&self) -> Option<String> {
+        self.root.then(|| {
+            self.path
+                .file_name()
+                .map_or_else(|| "/".into(), |n| n.to_string_lossy().into_owned())
+        })
+    }
+
     /// Resolves the absolute, normalised `path` (see [`super::path`]):
     /// opens its parent under `policy`. With `mkdirs`, missing parents are
     /// created first (mode 0755), each one beneath the last through its

@@ -94,11 +94,8 @@ pub fn stat(place: &Place) -> Result<Entry, FileError> {
     let st = rustix::fs::statat(&place.dir, &place.name, AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| FileError::errno(e, "reading", &place.path))?;
     let mut e = entry(&place.dir, &place.name, &st);
-    if place.root {
-        e.name = place
-            .path
-            .file_name()
-            .map_or_else(|| "/".into(), |n| n.to_string_lossy().into_owned());
+    if let Some(name) = place.entry_name() {
+        e.name = name;
     }
     Ok(e)
 }

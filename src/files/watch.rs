@@ -723,63 +723,15 @@ impl Watch {
             }
         };
         self.dirs.insert(self.root_wd, self.root.clone());
-        let result = self.rewalk_dir(&root_fd, self.root.clone(), 0);
+        // `self.dirs` holds only the root now, so `add` gives an existing
+        // watch back as new: re-inserted with today's path.
+        let result = self.walk(&root_fd, self.root.clone(), false, 0);
         for wd in before.keys() {
             if !self.dirs.contains_key(wd) {
                 let _ = inotify::remove_watch(self.fd.get_ref(), *wd);
             }
         }
         result
-    }
-
-    fn rewalk_dir(&mut self, fd: &OwnedFd, path: PathBuf, depth: usize) -> Result<(), Incomplete> {
-        let Ok(listing) = rustix::fs::openat(
-            fd,
-            c".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return Ok(());
-        };
-        let Ok(mut dir) = Dir::new(listing) else {
-            return Ok(());
-        };
-        let mut subdirs: Vec<OsString> = Vec::new();
-        while let Some(Ok(dirent)) = dir.read() {
-            let name = OsStr::from_bytes(dirent.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
-            }
-            let is_dir = match dirent.file_type() {
-                FileType::Directory => true,
-                FileType::Unknown => rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
-                    .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
-                _ => false,
-            };
-            if is_dir {
-                subdirs.push(name.to_owned());
-            }
-        }
-        drop(dir);
-        for name in subdirs {
-            let Ok(child) = rustix::fs::openat(fd, &name, DIR_FLAGS, Mode::empty()) else {
-                continue;
-            };
-            let child_path = path.join(&name);
-            if depth + 1 > MAX_DEPTH {
-                return Err(Incomplete(format!(
-                    "{child_path:?} is deeper than {MAX_DEPTH} directories below the watched one"
-                )));
-            }
-            // An existing watch gives back its descriptor: re-inserted
-            // with today's path.
-            match self.add(&child, child_path.clone()) {
-                Ok(Some(_)) => self.rewalk_dir(&child, child_path, depth + 1)?,
-                Ok(None) | Err(Errno::NOENT | Errno::NOTDIR) => {}
-                Err(e) => return Err(Incomplete(watch_error(e, &child_path, self.limits).message)),
-            }
-        }
-        Ok(())
     }
 }
 

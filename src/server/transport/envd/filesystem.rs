@@ -362,11 +362,8 @@ pub fn stat_place(place: &Place, names: &Names) -> Result<EntryInfo, RpcError> {
     let st = rustix::fs::statat(&place.dir, &place.name, AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| FileError::errno(e, "reading", &place.path))?;
     let mut e = entry_info(&place.dir, &place.name, &st, &place.path, names);
-    if place.root {
-        e.name = place
-            .path
-            .file_name()
-            .map_or_else(|| "/".into(), |n| n.to_string_lossy().into_owned());
+    if let Some(name) = place.entry_name() {
+        e.name = name;
     }
     Ok(e)
 }
