@@ -138,6 +138,13 @@ fn has(s: &mut Server, program: &str) -> bool {
     r["exit_code"] == json!(0)
 }
 
+/// Whether `bash` is GNU bash (with `/dev/tcp`), not the scratch image's
+/// shim that runs busybox's `sh` under that name (images/shims/bash).
+fn has_gnu_bash(s: &mut Server) -> bool {
+    let r = s.exec("bash -c 'echo ${BASH_VERSION:+gnu}'");
+    r["stdout"]["data"].as_str().is_some_and(|o| o.trim() == "gnu")
+}
+
 fn skipped(t: Target, program: &str) {
     eprintln!("SKIPPED on {t:?}: no {program} in this target");
 }
@@ -202,7 +209,7 @@ fn tcp_connect_never_answered_is_not_reported(t: Target, on: On) {
         started(t)
     };
     let port = hole.addr.port();
-    let connect = if has(&mut s, "bash") {
+    let connect = if has_gnu_bash(&mut s) {
         format!("exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}'")
     } else {
         format!("exec nc 127.0.0.1 {port}")
