@@ -142,7 +142,9 @@ fn has(s: &mut Server, program: &str) -> bool {
 /// shim that runs busybox's `sh` under that name (images/shims/bash).
 fn has_gnu_bash(s: &mut Server) -> bool {
     let r = s.exec("bash -c 'echo ${BASH_VERSION:+gnu}'");
-    r["stdout"]["data"].as_str().is_some_and(|o| o.trim() == "gnu")
+    r["stdout"]["data"]
+        .as_str()
+        .is_some_and(|o| o.trim() == "gnu")
 }
 
 fn skipped(t: Target, program: &str) {

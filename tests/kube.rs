@@ -517,7 +517,16 @@ fn the_agent_sandbox_pod_under_podman_kube_play_serves_v1_health_and_files_on_it
     std::fs::write(&token_file, &token).unwrap();
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o400)).unwrap();
     let (rest, mcp, metrics) = (free_port(), free_port(), free_port());
-    let out = Command::new(repo().join("deploy/.venv/bin/python"))
+    // Through k8s-venv.sh, which installs deploy/.venv first when it is not
+    // there yet (in a clean clone this test may be the first to need it).
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(
+            "source \"$1\"/scripts/k8s-venv.sh && k8s_venv && shift && \
+             exec \"$k8s_python\" \"$@\"",
+        )
+        .arg("k8s-venv")
+        .arg(repo())
         .arg(repo().join("scripts/validate_agent_sandbox.py"))
         .args([
             "--variant",
