@@ -273,13 +273,14 @@ pub fn parse_line(line: &[u8]) -> Value {
     })
 }
 
-/// The resident set size of a host process, from `/proc/<pid>/status`
-/// (`None` once it is gone).
-pub fn rss_bytes(pid: u32) -> Option<u64> {
+/// The anonymous resident memory of a host process (`RssAnon` of
+/// `/proc/<pid>/status`: heap, stacks, buffers; not the binary's
+/// file-backed pages), `None` once it is gone.
+pub fn anon_rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix("RssAnon:"))?
         .trim()
         .trim_end_matches("kB")
         .trim()
