@@ -20,7 +20,10 @@
 //! that has sent bytes but has no request being served (a head in
 //! progress, or idle between unauthenticated requests). A silent newcomer
 //! takes only the slot of a silent connection older than [`GRACE`]: it has
-//! no better claim than one whose bytes may be on their way.
+//! no better claim than one whose bytes may be on their way. When it finds
+//! none, the accept loop lets it wait up to [`GRACE`] for its first bytes
+//! (a bounded number at once) and asks again as a newcomer that has sent
+//! bytes: a token holder slow to send on a loaded machine is not refused.
 //! A connection of a token holder — or any connection while no token is set,
 //! since then every request is authorized — is never evicted; neither is one
 //! whose request is being served.
@@ -45,7 +48,7 @@ use super::state::lock;
 /// first bytes may be on their way (or seen by the kernel and not yet by
 /// its task), and a newcomer that has sent nothing either has no better
 /// claim to the slot.
-const GRACE: Duration = Duration::from_millis(250);
+pub(super) const GRACE: Duration = Duration::from_millis(250);
 
 /// One open connection's entry.
 struct Conn {

@@ -213,6 +213,7 @@ impl Http {
 /// connection) or a `503` and a close. Never waiting here is what keeps the
 /// kernel's backlog empty, so a token holder's SYN is always answered.
 async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, conns: Arc<Conns>) {
+    let late = Arc::new(tokio::sync::Semaphore::new(LATE_WAITERS));
     loop {
         let stream = match socket.accept().await {
             Ok((stream, _)) => stream,
@@ -241,10 +242,38 @@ async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, 
             Admission::Admitted(slot) => {
                 tokio::spawn(serve(stream, Arc::clone(&state), listener, Arc::new(slot)));
             }
+            // A silent newcomer may only be slow to send (a token holder on a
+            // loaded machine): it gets up to the grace a silent connection
+            // has, then asks again as one that has sent bytes. A bounded
+            // number wait at once; past that it is refused at once.
+            Admission::Full if !heard => match Arc::clone(&late).try_acquire_owned() {
+                Ok(permit) => {
+                    let (state, conns) = (Arc::clone(&state), Arc::clone(&conns));
+                    tokio::spawn(async move {
+                        let mut first = [0u8; 1];
+                        let peeked =
+                            tokio::time::timeout(conns::GRACE, stream.peek(&mut first)).await;
+                        drop(permit);
+                        let heard = matches!(peeked, Ok(Ok(n)) if n > 0);
+                        match (heard, heard.then(|| conns.admit(true))) {
+                            (true, Some(Admission::Admitted(slot))) => {
+                                serve(stream, state, listener, Arc::new(slot)).await;
+                            }
+                            _ => refuse(&stream),
+                        }
+                    });
+                }
+                Err(_) => refuse(&stream),
+            },
             Admission::Full => refuse(&stream),
         }
     }
 }
+
+/// How many silent newcomers past the limit may wait at once for their
+/// first bytes ([`accept`]): each holds a descriptor for up to
+/// [`conns::GRACE`].
+const LATE_WAITERS: usize = 64;
 
 /// The answer to a connection past the limit when no slot could be freed:
 /// written without waiting (the socket's buffer is empty), then closed.
