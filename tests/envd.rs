@@ -19,21 +19,12 @@ use crate::support::{LATEST, Server, TIMEOUT, Target, wait_for};
 
 /// The e2b venv's python; `None` (skip) when it is not installed.
 fn python() -> Option<&'static str> {
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/e2b/.venv/bin/python");
-    let check = Command::new(venv)
-        .args(["-c", "import e2b"])
-        .output()
-        .map_err(|e| format!("{venv}: {e}"))
-        .and_then(|o| {
-            if o.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{venv}: no e2b module; run interop/run.sh --install-e2b"
-                ))
-            }
-        });
-    crate::support::require(check, "the e2b Python SDK").then_some(venv)
+    crate::support::venv_python(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/interop/e2b/.venv/bin/python"),
+        "e2b",
+        "the e2b Python SDK",
+        "--install-e2b",
+    )
 }
 
 /// A server with the envd listener on a free loopback port.

@@ -19,19 +19,12 @@ use crate::support::{Server, Target};
 /// The e2b venv's python; `None` (skip) when it is missing here — in CI
 /// that fails.
 fn python() -> Option<&'static str> {
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/e2b/.venv/bin/python");
-    let check = Command::new(venv)
-        .args(["-c", "import e2b"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let available = match check {
-        Ok(s) if s.success() => Ok(()),
-        other => Err(format!(
-            "{venv}: no e2b module ({other:?}); run interop/run.sh --install-e2b"
-        )),
-    };
-    crate::support::require(available, "the e2b Python SDK").then_some(venv)
+    crate::support::venv_python(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/interop/e2b/.venv/bin/python"),
+        "e2b",
+        "the e2b Python SDK",
+        "--install-e2b",
+    )
 }
 
 /// A server with an envd listener; killed on drop.

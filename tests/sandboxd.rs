@@ -27,22 +27,15 @@ use crate::support::{LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
 /// The sandboxd venv's python, with the SDK and grpcio; `None` (skip) when
 /// it is missing here — in CI that fails.
 fn python() -> Option<&'static str> {
-    let venv = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/interop/sandboxd/.venv/bin/python"
-    );
-    let check = Command::new(venv)
-        .args(["-c", "import grpc, k8s_agent_sandbox.sandbox"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let available = match check {
-        Ok(s) if s.success() => Ok(()),
-        other => Err(format!(
-            "{venv}: no agent-sandbox SDK ({other:?}); run interop/run.sh --install-python"
-        )),
-    };
-    crate::support::require(available, "the agent-sandbox SDK venv").then_some(venv)
+    crate::support::venv_python(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/interop/sandboxd/.venv/bin/python"
+        ),
+        "grpc, k8s_agent_sandbox.sandbox",
+        "the agent-sandbox SDK venv",
+        "--install-python",
+    )
 }
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/sandboxd/client.py");

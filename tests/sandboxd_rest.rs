@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -579,22 +579,15 @@ impl Rest {
 /// The SDK's venv python (interop/sandboxd); `None` (skip) when missing
 /// here — in CI that fails.
 fn sdk_python() -> Option<&'static str> {
-    let venv = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/interop/sandboxd/.venv/bin/python"
-    );
-    let check = Command::new(venv)
-        .args(["-c", "import k8s_agent_sandbox.sandbox"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let available = match check {
-        Ok(s) if s.success() => Ok(()),
-        other => Err(format!(
-            "{venv}: no k8s_agent_sandbox ({other:?}); run interop/run.sh --install-python"
-        )),
-    };
-    crate::support::require(available, "the agent-sandbox Python SDK").then_some(venv)
+    crate::support::venv_python(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/interop/sandboxd/.venv/bin/python"
+        ),
+        "k8s_agent_sandbox.sandbox",
+        "the agent-sandbox Python SDK",
+        "--install-python",
+    )
 }
 
 fn the_official_sdk_writes_reads_lists_checks_and_deletes_files(t: Target) {

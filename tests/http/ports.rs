@@ -20,19 +20,12 @@ const AUTH: &str = "Bearer ports-test-token";
 
 /// The interop venv's python; `None` (skip) when it is missing here.
 fn python() -> Option<&'static str> {
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/.venv/bin/python");
-    let check = Command::new(venv)
-        .args(["-c", "import websockets.sync.server"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let available = match check {
-        Ok(s) if s.success() => Ok(()),
-        other => Err(format!(
-            "{venv}: no websockets module ({other:?}); run interop/run.sh --install-python"
-        )),
-    };
-    crate::support::require(available, "the interop venv's python").then_some(venv)
+    crate::support::venv_python(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/interop/.venv/bin/python"),
+        "websockets.sync.server",
+        "the interop venv's python",
+        "--install-python",
+    )
 }
 
 const UPSTREAM: &str = concat!(

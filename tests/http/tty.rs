@@ -21,19 +21,12 @@ const TOKEN: &str = "tty-test-token";
 /// The interop venv's python, with `websockets`; `None` (skip) when it is
 /// missing here — in CI that fails.
 fn python() -> Option<&'static str> {
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/.venv/bin/python");
-    let check = Command::new(venv)
-        .args(["-c", "import websockets.sync.client"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let available = match check {
-        Ok(s) if s.success() => Ok(()),
-        other => Err(format!(
-            "{venv}: no websockets module ({other:?}); run interop/run.sh --install-python"
-        )),
-    };
-    crate::support::require(available, "the Python websockets client").then_some(venv)
+    crate::support::venv_python(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/interop/.venv/bin/python"),
+        "websockets.sync.client",
+        "the Python websockets client",
+        "--install-python",
+    )
 }
 
 /// The WebSocket client process.

@@ -74,6 +74,29 @@ fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }
 
+/// A pinned interop venv's python, when it can `import` what a test needs:
+/// `None` (skip) when it cannot here, a failure in CI ([`require`]).
+/// `install` is the `interop/run.sh` option that installs it.
+pub fn venv_python(
+    venv: &'static str,
+    import: &str,
+    what: &str,
+    install: &str,
+) -> Option<&'static str> {
+    let check = std::process::Command::new(venv)
+        .args(["-c", &format!("import {import}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    let available = match check {
+        Ok(s) if s.success() => Ok(()),
+        other => Err(format!(
+            "{venv}: cannot import {import} ({other:?}); run interop/run.sh {install}"
+        )),
+    };
+    require(available, what).then_some(venv)
+}
+
 /// Fails (in CI) or reports a skip (elsewhere). Returns `false` to skip.
 pub fn require(ok: Result<(), String>, what: &str) -> bool {
     match ok {
