@@ -59,6 +59,12 @@ pub const HEADLINE: &[&str] = &[
     "http_abuse",
     "soak_rss",
     "soak_fds",
+    "peers_rtt_desktop_commander",
+    "peers_rtt_mcp_shell_server",
+    "peers_startup_desktop_commander",
+    "peers_startup_mcp_shell_server",
+    "peers_sdk_e2b",
+    "peers_sdk_sandboxd",
 ];
 
 /// The civil date (UTC) of a Unix time, `YYYY-MM-DD HH:MM UTC`.

@@ -29,7 +29,8 @@
 //! headline figures of `--compare OTHER` interleaved with this build's.
 //! [`terminal`] measures terminal jobs (issue 21): `screen`, idle PTY memory,
 //! keystroke to screen, `yes` through a PTY. [`watch`] measures file watch
-//! (issue 23): create → SSE event latency, a 10,000-file burst.
+//! (issue 23): create → SSE event latency, a 10,000-file burst. [`peers`]
+//! runs the peers a user would pick instead side by side with mcp-exec (issue 26).
 
 mod abuse;
 mod baseline;
@@ -41,6 +42,7 @@ mod files;
 mod http;
 mod http_client;
 mod identity;
+mod peers;
 mod report;
 mod scenarios;
 mod smaps;
@@ -88,7 +90,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 32] = [
+const SCENARIOS: [&str; 33] = [
     "tasks",
     "size",
     "startup",
@@ -121,6 +123,7 @@ const SCENARIOS: [&str; 32] = [
     "screen_memory",
     "keystroke",
     "pty_throughput",
+    "peers",
 ];
 
 struct Options {
@@ -739,6 +742,15 @@ fn run(o: &Options) -> Result<(), Error> {
         tasks_figures(o.smoke, &binary, &mut figures, &mut notes)?;
     }
     let curve = robustness_figures(o, &plan, &binary, &mut figures, &mut notes)?;
+    if o.wants("peers") {
+        peers::run(
+            &binary,
+            plan.peers_startup,
+            plan.peers_rtt,
+            &mut figures,
+            &mut notes,
+        )?;
+    }
     let load_end = scenarios::loadavg();
 
     let table = report::markdown(&figures);

@@ -100,6 +100,10 @@ pub struct Plan {
     pub pty_runs: usize,
     /// Bytes through the terminal per run there.
     pub pty_bytes: u64,
+    /// Fresh starts of each stdio server in `peers` (issue 26).
+    pub peers_startup: usize,
+    /// Calls of each server's tool running `true` there (and SDK calls).
+    pub peers_rtt: usize,
 }
 
 impl Plan {
@@ -139,6 +143,8 @@ impl Plan {
         keystrokes: 500,
         pty_runs: 1,
         pty_bytes: 256 << 20,
+        peers_startup: 10,
+        peers_rtt: 200,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -180,6 +186,8 @@ impl Plan {
         keystrokes: 10,
         pty_runs: 1,
         pty_bytes: 4 << 20,
+        peers_startup: 1,
+        peers_rtt: 3,
     };
 }
 
