@@ -568,7 +568,7 @@ pub fn run(
     ] {
         match peer {
             Ok(p) => servers.push(p),
-            Err(why) => skip(figures, notes, key, name, &why),
+            Err(why) => skip(figures, notes, key, &format!("peers: {name}"), &why),
         }
     }
     eprintln!(
@@ -668,7 +668,13 @@ pub fn run(
                 "{} missing: bash interop/run.sh {how} (or MCP_EXEC_BENCH_INTEROP)",
                 python.display()
             );
-            skip(figures, notes, key_sdk, &format!("{kind} SDK"), &why);
+            skip(
+                figures,
+                notes,
+                key_sdk,
+                &format!("peers: the {kind} SDK"),
+                &why,
+            );
             continue;
         }
         eprintln!(
