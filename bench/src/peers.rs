@@ -437,6 +437,8 @@ struct SdkRun {
 
 /// Starts mcp-exec with `listen` (its front-end's flags) and `--http`, waits
 /// for both addresses, and runs `sdk_rtt.py KIND PORT HTTP_PORT N` from `python`.
+/// `Ok(Err(why))`: a server built without that front-end (it exits at once on
+/// the flag), to skip.
 fn sdk_side_by_side(
     binary: &Path,
     python: &Path,
@@ -444,7 +446,7 @@ fn sdk_side_by_side(
     listen: &[&str],
     listening: &str,
     calls: usize,
-) -> Result<SdkRun, Error> {
+) -> Result<Result<SdkRun, String>, Error> {
     let home = scratch(&format!("{kind}-home"))?;
     let log = home.join("server.log");
     let mut cmd = Command::new(binary);
@@ -476,7 +478,14 @@ fn sdk_side_by_side(
             if let (Some(p), Some(h)) = (port_of(&text, listening), port_of(&text, "HTTP")) {
                 break (p, h);
             }
-            if Instant::now() > deadline || matches!(server.try_wait(), Ok(Some(_))) {
+            if let Ok(Some(status)) = server.try_wait() {
+                let first = text.lines().next().unwrap_or("").to_owned();
+                return Ok(Err(format!(
+                    "the server exited {status} on {} (built without it?): {first}",
+                    listen[0]
+                )));
+            }
+            if Instant::now() > deadline {
                 return Err(Error(format!("the {kind} server did not listen: {text}")));
             }
             thread::sleep(Duration::from_millis(20));
@@ -514,7 +523,7 @@ fn sdk_side_by_side(
                 run.sdk.len()
             )));
         }
-        Ok(run)
+        Ok(Ok(run))
     })();
     let _ = server.kill();
     let _ = server.wait();
@@ -530,7 +539,7 @@ fn skip(
     label: &str,
     why: &str,
 ) {
-    eprintln!("bench: peers: {label} skipped: {why}");
+    eprintln!("bench: {label} skipped: {why}");
     figures.push(Figure::skipped(
         key,
         format!("{label} (skipped: {why})"),
@@ -680,7 +689,19 @@ pub fn run(
         eprintln!(
             "bench: peers: the {kind} SDK's commands.run(\"true\") against POST /exec, {calls} × interleaved"
         );
-        let r = sdk_side_by_side(binary, &python, kind, &listen, listening, calls)?;
+        let r = match sdk_side_by_side(binary, &python, kind, &listen, listening, calls)? {
+            Ok(r) => r,
+            Err(why) => {
+                skip(
+                    figures,
+                    notes,
+                    key_sdk,
+                    &format!("peers: the {kind} SDK"),
+                    &why,
+                );
+                continue;
+            }
+        };
         notes.insert(format!("{key_sdk}_version"), json!(r.version));
         figures.push(Figure::latency_vs(
             key_sdk,
