@@ -63,6 +63,8 @@ pub const HEADLINE: &[&str] = &[
     "peers_rtt_mcp_shell_server",
     "peers_startup_desktop_commander",
     "peers_startup_mcp_shell_server",
+    "peers_rss_desktop_commander",
+    "peers_rss_mcp_shell_server",
     "peers_sdk_e2b",
     "peers_sdk_sandboxd",
 ];
