@@ -100,6 +100,9 @@ pub struct Plan {
     pub pty_runs: usize,
     /// Bytes through the terminal per run there.
     pub pty_bytes: u64,
+    /// Rounds of `frontends` (issue 26): one `execute true` over every
+    /// front-end and one C spawn each.
+    pub frontends: usize,
 }
 
 impl Plan {
@@ -139,6 +142,7 @@ impl Plan {
         keystrokes: 500,
         pty_runs: 1,
         pty_bytes: 256 << 20,
+        frontends: 500,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -180,6 +184,7 @@ impl Plan {
         keystrokes: 10,
         pty_runs: 1,
         pty_bytes: 4 << 20,
+        frontends: 5,
     };
 }
 
