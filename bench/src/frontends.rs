@@ -9,7 +9,7 @@
 //! harness starts the server with `SHELL=/bin/sh`), sandboxd `Execute` sends
 //! the argv `["/bin/sh", "-c", "true"]`, envd `Start` sends `cmd: "/bin/sh",
 //! args: ["-c", "true"]`, and the baseline is `posix_spawn` + `waitpid` of
-//! `/bin/sh -c true` straight from libc ([`baseline::PosixSpawn`]). Like
+//! `/bin/sh -c true` straight from libc ([`crate::baseline::PosixSpawn`]). Like
 //! with like: no side saves or pays a shell the others do not.
 //!
 //! The sides, each on a connection of its own held for the whole loop:
@@ -679,7 +679,7 @@ pub fn figures(
 struct Grpc {
     runtime: tokio::runtime::Runtime,
     sender: h2::client::SendRequest<bytes::Bytes>,
-    uri: http::Uri,
+    uri: http_types::Uri,
     /// The framed `ExecuteRequest` of `/bin/sh -c true`.
     message: bytes::Bytes,
 }
@@ -786,7 +786,7 @@ impl Grpc {
     /// One `Execute`: its time (request handed to h2 → trailers read), after
     /// checking `grpc-status: 0` and exit code 0.
     fn execute(&mut self) -> Result<Duration, Error> {
-        let request = http::Request::builder()
+        let request = http_types::Request::builder()
             .method("POST")
             .uri(self.uri.clone())
             .header("content-type", "application/grpc")
@@ -841,8 +841,8 @@ impl Grpc {
 
 /// Runs `f` and times it from its first poll.
 async fn timed<T>(
-    f: impl Future<Output = Result<(T, http::HeaderMap), Error>>,
-) -> Result<(Duration, T, http::HeaderMap), Error> {
+    f: impl Future<Output = Result<(T, http_types::HeaderMap), Error>>,
+) -> Result<(Duration, T, http_types::HeaderMap), Error> {
     let t0 = Instant::now();
     let (v, trailers) = f.await?;
     Ok((t0.elapsed(), v, trailers))
