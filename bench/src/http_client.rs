@@ -244,6 +244,19 @@ impl Conn {
         read_response(&mut self.reader)
     }
 
+    /// Writes `request` (a whole HTTP/1.1 request, head and body, made by
+    /// the caller) in one `write` and reads one response; the time from the
+    /// written request to the whole response read, as [`Conn::post`] times.
+    pub fn exchange(&mut self, request: &[u8]) -> Result<(Duration, Response), Error> {
+        self.reader
+            .get_mut()
+            .write_all(request)
+            .map_err(|e| Error(format!("writing a request: {e}")))?;
+        let sent = Instant::now();
+        let response = read_response(&mut self.reader)?;
+        Ok((sent.elapsed(), response))
+    }
+
     /// `DELETE /mcp` of this connection's session (SPEC §11); its status.
     pub fn delete_session(&mut self) -> Result<u16, Error> {
         let session = self.session.take().unwrap_or_default();

@@ -31,6 +31,9 @@
 //! keystroke to screen, `yes` through a PTY. [`watch`] measures file watch
 //! (issue 23): create → SSE event latency, a 10,000-file burst. [`peers`]
 //! runs the peers a user would pick instead side by side with mcp-exec (issue 26).
+//! [`frontends`] measures `execute true` over every front-end of one server
+//! (stdio, both HTTP revisions, `POST /exec`, sandboxd, envd) round-robin
+//! with the C spawn (issue 26).
 
 mod abuse;
 mod baseline;
@@ -39,6 +42,7 @@ mod client;
 mod compare;
 mod current;
 mod files;
+mod frontends;
 mod http;
 mod http_client;
 mod identity;
@@ -90,7 +94,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 33] = [
+const SCENARIOS: [&str; 34] = [
     "tasks",
     "size",
     "startup",
@@ -124,6 +128,7 @@ const SCENARIOS: [&str; 33] = [
     "keystroke",
     "pty_throughput",
     "peers",
+    "frontends",
 ];
 
 struct Options {
@@ -719,6 +724,7 @@ fn run(o: &Options) -> Result<(), Error> {
     http_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     files::figures(o, &binary, &mut figures, &mut notes)?;
     watch::figures(o, &binary, &mut figures, &mut notes)?;
+    frontends::figures(o, plan.frontends, &binary, &mut figures, &mut notes)?;
     bounded_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     identity_figures(o, &plan, &binary, &mut figures)?;
     if let Some(other) = o.compare.as_deref().filter(|_| o.wants("compare")) {

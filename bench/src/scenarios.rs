@@ -104,6 +104,9 @@ pub struct Plan {
     pub peers_startup: usize,
     /// Calls of each server's tool running `true` there (and SDK calls).
     pub peers_rtt: usize,
+    /// Rounds of `frontends` (issue 26): one `execute true` over every
+    /// front-end and one C spawn each.
+    pub frontends: usize,
 }
 
 impl Plan {
@@ -146,6 +149,7 @@ impl Plan {
         // DesktopCommander takes seconds to start and ~1 s per call here (BENCHMARKS.md, "Peers").
         peers_startup: 5,
         peers_rtt: 100,
+        frontends: 500,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -189,6 +193,7 @@ impl Plan {
         pty_bytes: 4 << 20,
         peers_startup: 1,
         peers_rtt: 3,
+        frontends: 5,
     };
 }
 

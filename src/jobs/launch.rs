@@ -154,6 +154,18 @@ fn with_term(spec: &SpawnSpec) -> SpawnSpec {
     spec
 }
 
+/// Our end of a job's pipe, made non-blocking for the reactor with one
+/// `ioctl(FIONBIO)`. The end is known to be an anonymous pipe with the
+/// right access (init's spawn made it), so tokio's `from_owned_fd` checks
+/// (an `fstat` for the type, `F_GETFL` for the mode, `F_SETFL`) are three
+/// system calls per pipe that prove nothing here; `from_owned_fd_unchecked`
+/// then only registers it. The child's end stays blocking: `O_NONBLOCK`
+/// lives on the open file description, and each end has its own.
+fn nonblocking(end: OwnedFd) -> std::io::Result<OwnedFd> {
+    rustix::io::ioctl_fionbio(&end, true)?;
+    Ok(end)
+}
+
 /// Why a step of a start failed.
 enum StartFailed {
     /// The breaker refused the spawn.
@@ -348,12 +360,18 @@ impl Shared {
         let registered = (|| -> std::io::Result<_> {
             Ok(match spawned {
                 Spawned::Pipes(s) => {
-                    let stdout = Arc::new(pipe::Receiver::from_owned_fd(s.stdout)?);
-                    let stderr = Arc::new(pipe::Receiver::from_owned_fd(s.stderr)?);
+                    let stdout = Arc::new(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+                        s.stdout,
+                    )?)?);
+                    let stderr = Arc::new(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+                        s.stderr,
+                    )?)?);
                     self.table
                         .set_output_pipes(id, [Arc::clone(&stdout), Arc::clone(&stderr)]);
                     let output = runner::Output::Pipes { stdout, stderr };
-                    let stdin = StdinWriter::Pipe(pipe::Sender::from_owned_fd(s.stdin)?);
+                    let stdin = StdinWriter::Pipe(pipe::Sender::from_owned_fd_unchecked(
+                        nonblocking(s.stdin)?,
+                    )?);
                     (stdin, None, output, s.exit)
                 }
                 Spawned::Terminal(s, size) => {

@@ -13,9 +13,15 @@
 //!   process died of a SIGKILL that none of ours sent, while that counter
 //!   rose between its start and its end, was killed by the kernel's OOM
 //!   killer: `cause: "oom"`. The counter is read, never guessed: without a
-//!   readable counter no job is ever said to be OOM-killed.
+//!   readable counter no job is ever said to be OOM-killed. The file is
+//!   opened once and re-read with `pread` at offset 0 (a cgroup file shows
+//!   its values afresh on every read from the start): a job's start reads
+//!   it, and one `pread` replaces the open, stat, reads and close it cost.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const OWN: &str = "/proc/self/oom_score_adj";
 /// What the server lowers its own score to.
@@ -78,7 +84,13 @@ pub fn ordering(job_setting: i32) -> Option<i32> {
 #[derive(Debug, Clone)]
 pub struct OomCounter {
     path: PathBuf,
+    /// The counter's file, open for the server's life (close-on-exec).
+    file: Arc<File>,
 }
+
+/// Room for the whole counter file: `memory.events` is under 120 bytes,
+/// `memory.oom_control` under 60.
+const COUNTER_BYTES: usize = 512;
 
 impl OomCounter {
     /// Finds the counter from `/proc/self/cgroup`: the server's own cgroup
@@ -105,14 +117,21 @@ impl OomCounter {
         }
         candidates
             .into_iter()
-            .map(|path| OomCounter { path })
+            .filter_map(OomCounter::open)
             .find(|c| c.read().is_some())
+    }
+
+    /// The counter in the file at `path`, opened now.
+    fn open(path: PathBuf) -> Option<OomCounter> {
+        let file = Arc::new(File::open(&path).ok()?);
+        Some(OomCounter { path, file })
     }
 
     /// The counter now.
     pub fn read(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
-        oom_kills(&text)
+        let mut buf = [0u8; COUNTER_BYTES];
+        let n = self.file.read_at(&mut buf, 0).ok()?;
+        oom_kills(std::str::from_utf8(&buf[..n]).ok()?)
     }
 
     /// Where it is read from.
@@ -139,5 +158,19 @@ mod tests {
         assert_eq!(oom_kills(v1), Some(3));
         assert_eq!(oom_kills(v2), Some(2));
         assert_eq!(oom_kills("oom_kill_disable 0\n"), None);
+    }
+
+    #[test]
+    fn the_open_counter_reads_the_files_current_value_each_time() {
+        let dir = std::env::temp_dir().join(format!("mcp-exec-oom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("memory.events");
+        std::fs::write(&path, "oom 1\noom_kill 1\n").unwrap();
+        let counter = OomCounter::open(path.clone()).unwrap();
+        assert_eq!(counter.read(), Some(1));
+        // The same file (inode), rewritten in place, as a cgroup file changes.
+        std::fs::write(&path, "oom 12\noom_kill 12\n").unwrap();
+        assert_eq!(counter.read(), Some(12));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
