@@ -100,6 +100,10 @@ pub struct Plan {
     pub pty_runs: usize,
     /// Bytes through the terminal per run there.
     pub pty_bytes: u64,
+    /// Idle task-augmented `execute`s held at once in `idle_tasks` (issue 26).
+    pub idle_tasks: usize,
+    /// Idle terminal jobs held at once in `pty_memory` (issue 26).
+    pub pty_jobs: usize,
 }
 
 impl Plan {
@@ -130,7 +134,7 @@ impl Plan {
         http_clients: 64,
         http_calls: 100,
         http_runs: 3,
-        http_sessions: 1000,
+        http_sessions: 10_000,
         soak_jobs: 100_000,
         abuse_calls: 400,
         abuse_wrong_tokens: 10_000,
@@ -139,6 +143,8 @@ impl Plan {
         keystrokes: 500,
         pty_runs: 1,
         pty_bytes: 256 << 20,
+        idle_tasks: 10_000,
+        pty_jobs: 10_000,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -180,6 +186,8 @@ impl Plan {
         keystrokes: 10,
         pty_runs: 1,
         pty_bytes: 4 << 20,
+        idle_tasks: 50,
+        pty_jobs: 20,
     };
 }
 
