@@ -437,9 +437,11 @@ impl Drop for PtyMax {
     }
 }
 
-/// `jobs` idle terminal jobs (80×24, `nowait`), each an interactive shell
-/// (`exec sh -s <marker>`: reads commands from its terminal, the marker as
-/// `$1`) held at once in one server: RSS growth per PTY job.
+/// `jobs` idle terminal jobs (80×24, `nowait`), each a shell blocked reading
+/// its terminal (`exec sh -c 'read line' <marker>`, the marker as `$0`)
+/// held at once in one server: RSS growth per PTY job. Not an interactive
+/// shell: that one ignores TERM, and the shutdown would wait out the grace
+/// of every job before its KILL.
 pub fn pty_jobs(binary: &Path, protocol: &str, jobs: usize) -> Result<Idle, Error> {
     let (guard, pty_fit, note) = PtyMax::raise(jobs);
     let (mut server, nofile, fit) = server_for(binary, protocol, jobs, &[])?;
@@ -455,8 +457,8 @@ pub fn pty_jobs(binary: &Path, protocol: &str, jobs: usize) -> Result<Idle, Erro
     let split0 = split_of(server.pid())?;
     let marker = marker();
     let args = vec![
-        json!({"command": format!("exec sh -s {marker}"), "tty": true, "cols": 80, "rows": 24,
-            "nowait": true});
+        json!({"command": format!("exec sh -c 'read line' {marker}"), "tty": true, "cols": 80,
+            "rows": 24, "nowait": true});
         n
     ];
     let batch = server.batch("execute", &args)?;
