@@ -208,7 +208,8 @@ pub struct Idle {
     pub start: Duration,
     /// Marked processes left after the server's exit (zombies included).
     pub left: usize,
-    /// What the run changed and put back (`kernel.pty.max 4096 → 10200 → 4096`).
+    /// What the run changed and put back (`kernel.pty.max 4096 → 10200 for the run`),
+    /// and how the shutdown went.
     pub note: String,
 }
 
@@ -278,20 +279,38 @@ fn await_processes(marker: &str, want: usize) -> usize {
     }
 }
 
-/// Closes the server's stdin and counts the marked processes left after it exits.
-fn end(server: Server, marker: &str) -> Result<usize, Error> {
+/// Closes the server's stdin and counts the marked processes left after it
+/// exits, as (left, how the shutdown went). A shutdown that outlasts
+/// `timeout` is reported, not fatal: the server is killed then (its jobs'
+/// terminals and pipes close with it), and what is left is counted after up
+/// to 10 s more.
+fn end(server: Server, marker: &str, timeout: Duration) -> (usize, String) {
     let marked = with_arg(marker, Match::Within);
-    server.shutdown(MANY_JOBS_TIMEOUT)?;
-    let mut left: Vec<(u32, u64)> = marked
-        .into_iter()
-        .filter(|&(pid, start)| start_time(pid) == Some(start))
-        .collect();
-    for p in with_arg(marker, Match::Within) {
-        if !left.contains(&p) {
-            left.push(p);
+    let t0 = Instant::now();
+    let how = match server.shutdown(timeout) {
+        Ok(()) => format!(
+            "shutdown by stdin EOF in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        ),
+        Err(e) => format!("{e}: killed"),
+    };
+    let by = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut left: Vec<(u32, u64)> = marked
+            .iter()
+            .copied()
+            .filter(|&(pid, start)| start_time(pid) == Some(start))
+            .collect();
+        for p in with_arg(marker, Match::Within) {
+            if !left.contains(&p) {
+                left.push(p);
+            }
         }
+        if left.is_empty() || Instant::now() > by {
+            return (left.len(), how);
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    Ok(left.len())
 }
 
 /// A server for `units` idle units: descriptors raised as far as this
@@ -365,7 +384,8 @@ pub fn idle_tasks(binary: &Path, tasks: usize) -> Result<Idle, Error> {
     std::thread::sleep(Duration::from_millis(200));
     let after = server.memory()?;
     let split1 = split_of(server.pid())?;
-    let left = end(server, &marker)?;
+    eprintln!("bench: idle_tasks: {reached} tasks: {before:?} → {after:?}");
+    let (left, how) = end(server, &marker, MANY_JOBS_TIMEOUT);
     Ok(Idle {
         asked: tasks,
         reached,
@@ -376,7 +396,7 @@ pub fn idle_tasks(binary: &Path, tasks: usize) -> Result<Idle, Error> {
         split: (split0, split1),
         start,
         left,
-        note: String::new(),
+        note: how,
     })
 }
 
@@ -473,7 +493,8 @@ pub fn pty_jobs(binary: &Path, protocol: &str, jobs: usize) -> Result<Idle, Erro
     std::thread::sleep(Duration::from_millis(500));
     let after = server.memory()?;
     let split1 = split_of(server.pid())?;
-    let left = end(server, &marker)?;
+    eprintln!("bench: pty_memory: {reached} jobs: {before:?} → {after:?}");
+    let (left, how) = end(server, &marker, Duration::from_secs(120));
     drop(guard);
     Ok(Idle {
         asked: jobs,
@@ -485,7 +506,7 @@ pub fn pty_jobs(binary: &Path, protocol: &str, jobs: usize) -> Result<Idle, Erro
         split: (split0, split1),
         start,
         left,
-        note,
+        note: format!("{note}; {how}"),
     })
 }
 
