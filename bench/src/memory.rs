@@ -287,7 +287,7 @@ fn await_processes(marker: &str, want: usize) -> usize {
 fn end(server: Server, marker: &str, timeout: Duration) -> (usize, String) {
     let marked = with_arg(marker, Match::Within);
     let t0 = Instant::now();
-    let how = match server.shutdown(timeout) {
+    let how = match server.shutdown_draining(timeout) {
         Ok(()) => format!(
             "shutdown by stdin EOF in {:.1} s",
             t0.elapsed().as_secs_f64()
