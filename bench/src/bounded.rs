@@ -21,7 +21,7 @@ use crate::scenarios::{CALL_TIMEOUT, Paired, collect, expect_state};
 use crate::stats::Samples;
 
 /// How long starting all idle jobs, or a shutdown that ends them, may take.
-const MANY_JOBS_TIMEOUT: Duration = Duration::from_secs(600);
+pub const MANY_JOBS_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Descriptors an idle job holds in the server: the read ends of its
 /// stdout and stderr pipes (SPEC §12.8 counts three; the jobs here are
@@ -113,7 +113,7 @@ pub fn jobs_that_fit(soft: u64, own: u64) -> usize {
 
 /// Whether this process has `CAP_SYS_RESOURCE` (bit 24 of `CapEff` in
 /// `/proc/self/status`), which raising a hard limit needs.
-fn may_raise_hard_limits() -> bool {
+pub fn may_raise_hard_limits() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -124,7 +124,7 @@ fn may_raise_hard_limits() -> bool {
 }
 
 /// Open descriptors of process `pid`.
-fn open_fds(pid: u32) -> Result<u64, Error> {
+pub fn open_fds(pid: u32) -> Result<u64, Error> {
     let dir = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map_err(|e| Error(format!("reading /proc/{pid}/fd: {e}")))?;
     Ok(dir.count() as u64)
@@ -247,7 +247,7 @@ fn nanos() -> u128 {
 
 /// How an argument must carry a marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Match {
+pub enum Match {
     /// The argument is the marker (`sleep`'s).
     Whole,
     /// The argument contains it (also the shell's `sleep <marker>`).
@@ -255,7 +255,7 @@ enum Match {
 }
 
 /// (pid, start time) of every process with an argument that carries `marker`.
-fn with_arg(marker: &str, how: Match) -> Vec<(u32, u64)> {
+pub fn with_arg(marker: &str, how: Match) -> Vec<(u32, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -279,7 +279,7 @@ fn has_arg(cmdline: &[u8], marker: &str, how: Match) -> bool {
 /// A process's start time (clock ticks after boot, field 22 of
 /// `/proc/<pid>/stat`): with the pid, it names one process even if the pid
 /// is reused. `None` once the process is gone (a zombie still has one).
-fn start_time(pid: u32) -> Option<u64> {
+pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which may contain spaces: state is
     // field 3, so the start time is the 20th after it.

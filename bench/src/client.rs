@@ -464,6 +464,40 @@ impl Server {
         }
     }
 
+    /// [`Server::shutdown`] while reading (and dropping) whatever the server
+    /// still writes: a shutdown that ends many tasks or terminal jobs writes
+    /// a notification for each, and a client that stops reading would hold
+    /// the server in a full stdout pipe. Killed (and waited for) when it does
+    /// not exit within `timeout`.
+    pub fn shutdown_draining(mut self, timeout: Duration) -> Result<(), Error> {
+        drop(self.stdin.take());
+        let (child, stdout) = (&mut self.child, &mut self.stdout);
+        thread::scope(|s| {
+            s.spawn(move || std::io::copy(stdout, &mut std::io::sink()));
+            let deadline = Instant::now() + timeout;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(st)) if st.success() => return Ok(()),
+                    Ok(Some(st)) => {
+                        return Err(Error(format!("server exited with {st} after stdin EOF")));
+                    }
+                    Ok(None) if Instant::now() < deadline => {
+                        thread::sleep(Duration::from_millis(5))
+                    }
+                    other => {
+                        // The reader ends when the killed server's stdout closes.
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(Error(match other {
+                            Err(e) => format!("waiting for the server: {e}"),
+                            _ => format!("server did not exit within {timeout:?} of stdin EOF"),
+                        }));
+                    }
+                }
+            }
+        })
+    }
+
     /// Closes stdin (graceful shutdown, SPEC §2.5) and waits up to `timeout`
     /// for a clean exit; the server is killed (by `Drop`) if it does not.
     pub fn shutdown(mut self, timeout: Duration) -> Result<(), Error> {

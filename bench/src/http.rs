@@ -344,7 +344,11 @@ pub fn sessions(binary: &Path, protocol: &str, sessions: usize) -> Result<Option
     }
     let nofile = (soft, hard);
     let max_connections = (sessions + 1000).to_string();
-    let mut settings = Launch::with_env(&[("MCP_EXEC_HTTP_MAX_CONNECTIONS", &max_connections)]);
+    // Sessions past MCP_EXEC_HTTP_MAX_SESSIONS would end the least recently used.
+    let mut settings = Launch::with_env(&[
+        ("MCP_EXEC_HTTP_MAX_CONNECTIONS", &max_connections),
+        ("MCP_EXEC_HTTP_MAX_SESSIONS", &max_connections),
+    ]);
     settings.nofile = Some(nofile);
     let Some(hs) = HttpServer::launch(binary, &settings, false)? else {
         return Ok(None);

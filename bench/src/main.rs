@@ -47,6 +47,7 @@ mod http;
 mod http_client;
 mod identity;
 mod peers;
+mod memory;
 mod report;
 mod scenarios;
 mod smaps;
@@ -94,7 +95,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 34] = [
+const SCENARIOS: [&str; 37] = [
     "tasks",
     "size",
     "startup",
@@ -129,6 +130,9 @@ const SCENARIOS: [&str; 34] = [
     "pty_throughput",
     "peers",
     "frontends",
+    "idle_tasks",
+    "pty_memory",
+    "private_memory",
 ];
 
 struct Options {
@@ -315,6 +319,7 @@ fn run(o: &Options) -> Result<(), Error> {
     server.initialize(&o.protocol, Duration::from_secs(30))?;
     std::thread::sleep(Duration::from_millis(50));
     let idle_init = server.memory()?;
+    let private_init = memory::split_of(server.pid())?;
 
     if o.wants("rtt") {
         eprintln!("bench: rtt ({} sequential execute of `true`)", plan.rtt);
@@ -713,6 +718,9 @@ fn run(o: &Options) -> Result<(), Error> {
         Some(("≤ 2 MiB", 2.0)),
     ));
     let idle_maps = smaps::of(server.pid())?;
+    if o.wants("private_memory") {
+        private_memory_figures(&mut server, &private_init, &mut figures, &mut notes)?;
+    }
     notes.insert("idle_end_smaps".into(), smaps::json(&idle_maps));
     for (key, m) in [("idle_init", &idle_init), ("idle_end", &idle_end)] {
         notes.insert(
@@ -747,6 +755,7 @@ fn run(o: &Options) -> Result<(), Error> {
     if o.wants("tasks") {
         tasks_figures(o.smoke, &binary, &mut figures, &mut notes)?;
     }
+    memory::figures(o, &plan, &binary, &mut figures, &mut notes)?;
     let curve = robustness_figures(o, &plan, &binary, &mut figures, &mut notes)?;
     if o.wants("peers") {
         peers::run(
@@ -1361,6 +1370,55 @@ fn robustness_figures(
         ),
     );
     Ok(Some(s.markdown()))
+}
+
+/// Private against shared memory of the shared server (issue 26): after
+/// `initialize`, after every stdio scenario, and after claiming the jobs it
+/// still holds (its table empties: the server trims its heap then), which
+/// shows how much of the private memory was free but held by malloc.
+fn private_memory_figures(
+    server: &mut client::Server,
+    init: &memory::Split,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<(), Error> {
+    let end = memory::split_of(server.pid())?;
+    let threads = memory::thread_names(server.pid());
+    let claimed = memory::claim_all(server)?;
+    std::thread::sleep(Duration::from_millis(200));
+    let trimmed = memory::split_of(server.pid())?;
+    figures.push(Figure::value(
+        "private_memory_init",
+        format!("private memory after initialize ({})", init.describe()),
+        "KiB",
+        init.private as f64,
+        Some(("≤ 512 KiB", 512.0)),
+    ));
+    figures.push(Figure::value(
+        "private_memory_end",
+        format!(
+            "private memory after all stdio scenarios ({}; threads: {threads})",
+            end.describe()
+        ),
+        "KiB",
+        end.private as f64,
+        Some(("≤ 1024 KiB", 1024.0)),
+    ));
+    figures.push(Figure::value(
+        "private_memory_claimed",
+        format!(
+            "  the same after claiming the {claimed} jobs it still held (table empty: the server's malloc_trim; {})",
+            trimmed.describe()
+        ),
+        "KiB",
+        trimmed.private as f64,
+        None,
+    ));
+    notes.insert(
+        "private_memory_kib".into(),
+        json!({"init": init.json(), "end": end.json(), "claimed": trimmed.json(), "jobs_claimed": claimed}),
+    );
+    Ok(())
 }
 
 /// MCP Tasks (issue 25): `tasks/get` server time, a live task's cost above

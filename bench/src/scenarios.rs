@@ -107,6 +107,10 @@ pub struct Plan {
     /// Rounds of `frontends` (issue 26): one `execute true` over every
     /// front-end and one C spawn each.
     pub frontends: usize,
+    /// Idle task-augmented `execute`s held at once in `idle_tasks` (issue 26).
+    pub idle_tasks: usize,
+    /// Idle terminal jobs held at once in `pty_memory` (issue 26).
+    pub pty_jobs: usize,
 }
 
 impl Plan {
@@ -137,7 +141,7 @@ impl Plan {
         http_clients: 64,
         http_calls: 100,
         http_runs: 3,
-        http_sessions: 1000,
+        http_sessions: 10_000,
         soak_jobs: 100_000,
         abuse_calls: 400,
         abuse_wrong_tokens: 10_000,
@@ -150,6 +154,8 @@ impl Plan {
         peers_startup: 5,
         peers_rtt: 100,
         frontends: 500,
+        idle_tasks: 10_000,
+        pty_jobs: 10_000,
     };
 
     /// A few iterations of each scenario: proves the harness works, in seconds.
@@ -194,6 +200,8 @@ impl Plan {
         peers_startup: 1,
         peers_rtt: 3,
         frontends: 5,
+        idle_tasks: 50,
+        pty_jobs: 20,
     };
 }
 
