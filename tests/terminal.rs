@@ -242,6 +242,42 @@ fn kill_reaches_the_groups_of_a_job_control_shell(t: Target) {
     assert_eq!(left["stdout"]["data"], json!("none\n"), "{left}");
 }
 
+fn shutdown_ends_the_groups_of_the_job_control_shells_of_every_terminal_job(t: Target) {
+    let mut s = server(t);
+    let marks = [marker(), marker()];
+    for m in &marks {
+        let id = spawn_tty(&mut s, "exec /bin/sh -i", json!({"env": {"PS1": "$ "}}));
+        // A background job in a group of its own that ignores the hangup the
+        // shell's end sends: only shutdown's TERM to that group ends it.
+        s.call(
+            "input",
+            json!({"job_id": id, "data": format!("(trap '' HUP; exec sleep {m}) & echo bg-$((1+1))\n")}),
+        );
+        wait_for_output(&mut s, &id, "bg-2");
+    }
+    let pattern = format!("[s]leep {}|[s]leep {}", marks[0], marks[1]);
+    let both = crate::support::wait_for(crate::support::TIMEOUT, || {
+        let n = s.exec(&format!("pgrep -f '{pattern}' | wc -l"));
+        n["stdout"]["data"].as_str().map(str::trim) == Some("2")
+    });
+    assert!(both, "both background sleeps never ran");
+    s.close_stdin();
+    let status = s.wait_exit(crate::support::TIMEOUT);
+    assert!(
+        status.is_some(),
+        "the server did not exit after end of input"
+    );
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &pattern])
+        .output()
+        .expect("pgrep runs");
+    assert!(
+        !left.status.success(),
+        "left running after shutdown: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
 fn keys_reach_the_program_and_cat_echoes_them(t: Target) {
     let mut s = server(t);
     let id = spawn_tty(&mut s, "echo ready; cat", json!({}));
@@ -425,6 +461,7 @@ crate::parity!(
     close_sends_c_d_and_cat_ends_at_that_eof,
     kill_ends_the_session_including_a_background_child,
     kill_reaches_the_groups_of_a_job_control_shell,
+    shutdown_ends_the_groups_of_the_job_control_shells_of_every_terminal_job,
     resize_of_a_pipe_job_and_bad_terminal_arguments_are_clear_errors,
     keys_reach_the_program_and_cat_echoes_them,
     the_screen_shows_a_running_and_an_ended_job_until_delivery,

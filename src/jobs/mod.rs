@@ -366,14 +366,16 @@ impl Jobs {
         let shared = &self.shared;
         shared.table.set_cause_all(Cause::Shutdown);
         let mut groups = Vec::new();
+        let mut sessions = Vec::new();
         for (pgid, tty) in shared.table.pgids() {
             groups.push(pgid);
             if tty {
                 // A terminal job's session may hold more groups (SPEC §20).
-                let others = init::procinfo::session_groups(pgid.0);
-                groups.extend(others.into_iter().map(init::Pid));
+                sessions.push(pgid.0);
             }
         }
+        let others = init::procinfo::sessions_groups(&sessions);
+        groups.extend(others.into_iter().map(init::Pid));
         shared.init.shutdown(groups, shared.grace).await
     }
 }
