@@ -88,7 +88,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 32] = [
+const SCENARIOS: [&str; 33] = [
     "tasks",
     "size",
     "startup",
@@ -121,6 +121,7 @@ const SCENARIOS: [&str; 32] = [
     "screen_memory",
     "keystroke",
     "pty_throughput",
+    "v1_files",
 ];
 
 struct Options {
