@@ -23,7 +23,7 @@
 //! [`DEPTH`] chunks to a task that writes and hashes them (the atomic commit
 //! of [`crate::files::commit`]); a client that stops or goes away drops the
 //! channel, and the temporary file is removed. A `GET` reads
-//! [`TRANSFER_CHUNK`]-sized pieces into a channel as deep, which hyper
+//! [`READ_CHUNK`]-sized pieces into a channel as deep, which hyper
 //! drains as the socket accepts them.
 //!
 //! # `?watch`: a directory's changes as SSE (SPEC §22)
@@ -82,12 +82,17 @@ use crate::policy::cwd::CwdPolicy;
 pub const DEPTH: usize = 4;
 /// How big a chunk between the socket and the disk is. hyper hands a body
 /// over in frames of at most its read buffer (16 KiB here); they are
-/// gathered into chunks this big, so that the writing thread is woken, and
-/// `write(2)` called, once per chunk rather than once per frame. With
-/// [`DEPTH`] and the pools of reused chunks this bounds a transfer's
-/// buffers at about 3 MiB either way (1 MiB chunks measured 22 MiB of peak
-/// RSS for a 1 GiB transfer, no faster).
+/// gathered into chunks of 256 KiB, so that the writing thread is woken,
+/// and `write(2)` called, once per chunk rather than once per frame.
 pub const TRANSFER_CHUNK: usize = 256 << 10;
+
+/// How big a chunk read from the disk for a `GET` is: each is one
+/// `pread`, one hand-off to the blocking pool and back, and one `writev`
+/// to the socket, so the hand-offs (futex wake-ups, eventfd writes) are
+/// paid once per MiB. With [`DEPTH`] in the channel, one in hyper's hands
+/// and the pool of reused chunks, a download holds at most about 6 MiB of
+/// buffers.
+pub const READ_CHUNK: usize = 1 << 20;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
 /// kept raw (percent-encoded) until used.
@@ -752,7 +757,7 @@ async fn stream_file(opened: read::Opened, start: u64, len: u64, tx: mpsc::Sende
     let end = start + len;
     let mut sent = 0u64;
     while at < end {
-        let want = usize::try_from((end - at).min(TRANSFER_CHUNK as u64)).unwrap_or(TRANSFER_CHUNK);
+        let want = usize::try_from((end - at).min(READ_CHUNK as u64)).unwrap_or(READ_CHUNK);
         let mut buf = pool.try_recv().unwrap_or_default();
         let file = Arc::clone(&opened);
         let read = blocking(move || {
