@@ -1,13 +1,17 @@
 //! The file-transfer scenarios of issue 12 (SPEC §13):
 //!
-//! - [`http`]: `PUT /files/…` and `GET /files/…` of one large file (1 GiB;
-//!   16 MiB in a smoke run) on loopback, each against `cat` doing the same
-//!   bytes in the same run (`cat > file` for the PUT, `cat file > /dev/null`
-//!   for the GET), run by run, baseline first. The server hashes (SHA-256,
-//!   checked against `X-Content-SHA256`) and `fsync`s what it writes; `cat`
-//!   does neither. Every step starts with `sync`, so that none is throttled
-//!   for the dirty pages of the one before. The server's RSS high-water mark is reset before each
-//!   transfer and read after it: memory must stay flat whatever the size.
+//! - [`http`] (issue 26): `PUT` and `GET` of one large file (1 GiB; 16 MiB
+//!   in a smoke run) on loopback through `/files/…` (`http_files`) and
+//!   sandboxd's `/v1/files/…` (`v1_files`, raw body), interleaved run by
+//!   run with their baselines in the same run: `dd bs=1M conv=fsync` of
+//!   the same bytes from the same source into the same file system for the
+//!   PUTs (the server's commit is on disk when it answers: `fsync` of file
+//!   and directory; `/files` also verifies the SHA-256 sent in
+//!   `X-Content-SHA256`), `cat file > /dev/null` of the file read for the
+//!   GETs. Every step starts with `sync`, so that none is throttled for the
+//!   dirty pages of the one before. The server's RSS high-water mark is
+//!   reset before each transfer and read after it: memory must stay flat
+//!   whatever the size.
 //! - [`stdio`]: `upload` and `download` of 8 MiB over stdio (base64 in JSON),
 //!   wall time from the client's bytes to the server's answer (the client's
 //!   base64 and JSON included), against base64-encoding the same bytes in
@@ -31,7 +35,7 @@ use sha2::{Digest, Sha256};
 use crate::Error;
 use crate::client::{Launch, Server};
 use crate::http_client::HttpServer;
-use crate::scenarios::{CALL_TIMEOUT, Paired};
+use crate::scenarios::CALL_TIMEOUT;
 use crate::stats::Samples;
 
 /// How long a server may take to exit after SIGTERM.
@@ -105,22 +109,32 @@ fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-/// What the HTTP scenario measured.
+/// What the HTTP scenarios measured (MiB/s; each baseline once per run,
+/// shared by both front-ends).
 #[derive(Debug, Default)]
 pub struct Transfer {
-    /// PUT throughput (MiB/s) against `cat > file` of the same bytes.
-    pub put: Paired,
-    /// `dd bs=1M conv=fsync` of the same bytes (MiB/s): a copy that is on
-    /// disk when it ends, as the server's commit is.
+    /// `PUT /files` throughput.
+    pub put: Samples,
+    /// `GET /files` throughput.
+    pub get: Samples,
+    /// sandboxd's `PUT /v1/files` (raw body) throughput.
+    pub v1_put: Samples,
+    /// sandboxd's `GET /v1/files` throughput.
+    pub v1_get: Samples,
+    /// `dd bs=1M conv=fsync` of the same bytes from the same source into
+    /// the same file system: a copy that is on disk when it ends, as the
+    /// server's commit is.
     pub durable: Samples,
-    /// GET throughput (MiB/s) against `cat file > /dev/null`.
-    pub get: Paired,
+    /// `cat file > /dev/null` of the file the GETs read.
+    pub cat: Samples,
     /// The server's RSS high-water mark during each transfer, MiB.
     pub peak_rss_mib: Samples,
     /// The server's RSS before the first transfer, MiB.
     pub idle_rss_mib: f64,
     /// Bytes per transfer.
     pub bytes: u64,
+    /// Whether `/v1/files` was measured (the binary has sandboxd's REST).
+    pub v1: bool,
 }
 
 fn mib_per_s(bytes: u64, took: Duration) -> f64 {
@@ -160,17 +174,39 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(u16, Option<u64>), Er
     }
 }
 
-/// `PUT /files<dest>` of `src` (sent with `sendfile` by `io::copy`); the
-/// answer must be `201` with the expected sha256.
-fn put(addr: SocketAddr, src: &Path, dest: &Path, sha: &str, len: u64) -> Result<Duration, Error> {
+/// Where a transfer goes: `/files<abs path>` (answers `201` with the
+/// sha256) or sandboxd's `/v1/files/<name>` (answers `204`).
+#[derive(Clone, Copy)]
+enum Api<'a> {
+    Files(&'a Path),
+    V1(&'a str),
+}
+
+impl Api<'_> {
+    fn url(&self) -> String {
+        match self {
+            Api::Files(p) => format!("/files{}", p.display()),
+            Api::V1(name) => format!("/v1/files/{name}"),
+        }
+    }
+}
+
+/// `PUT` of `src` (sent with `sendfile` by `io::copy`); the answer must be
+/// `201` with the expected sha256 (`/files`, which verifies the
+/// `X-Content-SHA256` sent) or `204` (`/v1/files`).
+fn put(addr: SocketAddr, src: &Path, to: Api, sha: &str, len: u64) -> Result<Duration, Error> {
     let t0 = Instant::now();
     let stream = TcpStream::connect(addr).map_err(io("connecting"))?;
     stream.set_nodelay(true).map_err(io("TCP_NODELAY"))?;
     let mut w = stream.try_clone().map_err(io("cloning a socket"))?;
+    let sha_header = match to {
+        Api::Files(_) => format!("X-Content-SHA256: {sha}\r\n"),
+        Api::V1(_) => String::new(),
+    };
     write!(
         w,
-        "PUT /files{} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {len}\r\nX-Content-SHA256: {sha}\r\nConnection: close\r\n\r\n",
-        dest.display()
+        "PUT {} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {len}\r\n{sha_header}Connection: close\r\n\r\n",
+        to.url()
     )
     .map_err(io("sending a PUT head"))?;
     let mut f = File::open(src).map_err(io("opening the source"))?;
@@ -182,28 +218,33 @@ fn put(addr: SocketAddr, src: &Path, dest: &Path, sha: &str, len: u64) -> Result
         .read_to_string(&mut body)
         .map_err(io("reading the PUT answer"))?;
     let took = t0.elapsed();
-    if status != 201 || !body.contains(sha) {
-        return Err(Error(format!("PUT answered {status}: {body}")));
+    let ok = match to {
+        Api::Files(_) => status == 201 && body.contains(sha),
+        Api::V1(_) => status == 204,
+    };
+    if !ok {
+        return Err(Error(format!("PUT {} answered {status}: {body}", to.url())));
     }
     Ok(took)
 }
 
-/// `GET /files<path>`, read to the end into a buffer; must be `len` bytes.
-fn get(addr: SocketAddr, path: &Path, len: u64) -> Result<Duration, Error> {
+/// `GET`, read to the end into a buffer; must be `len` bytes.
+fn get(addr: SocketAddr, from: Api, len: u64) -> Result<Duration, Error> {
     let t0 = Instant::now();
     let stream = TcpStream::connect(addr).map_err(io("connecting"))?;
     let mut w = stream.try_clone().map_err(io("cloning a socket"))?;
     write!(
         w,
-        "GET /files{} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n",
-        path.display()
+        "GET {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n",
+        from.url()
     )
     .map_err(io("sending a GET"))?;
     let mut reader = BufReader::with_capacity(BUF, stream);
     let (status, length) = read_head(&mut reader)?;
     if status != 200 || length != Some(len) {
         return Err(Error(format!(
-            "GET answered {status} with length {length:?}"
+            "GET {} answered {status} with length {length:?}",
+            from.url()
         )));
     }
     let mut buf = vec![0u8; BUF];
@@ -261,49 +302,90 @@ fn dd_fsync(src: &Path, dest: &Path) -> Result<Duration, Error> {
     Ok(t0.elapsed())
 }
 
-/// `runs` × (`cat > file`, `dd conv=fsync`, PUT; `cat file > /dev/null`, GET) of `bytes`.
-pub fn http(binary: &Path, bytes: u64, runs: usize) -> Result<Option<Transfer>, Error> {
-    let Some(hs) = HttpServer::launch(binary, &Launch::default(), false)? else {
-        return Ok(None);
-    };
+/// `runs` × (`dd conv=fsync`, `PUT /files`, `PUT /v1/files`; `cat file >
+/// /dev/null`, `GET /files`, `GET /v1/files`) of `bytes`, every step after
+/// `sync`; `/v1/files` only when `v1` and the binary has sandboxd's REST
+/// (`--sandboxd-rest`, its root the scratch directory). At most three
+/// copies of the bytes exist at once (the source and the two PUTs').
+pub fn http(binary: &Path, bytes: u64, runs: usize, v1: bool) -> Result<Option<Transfer>, Error> {
     let dir = Scratch::new("files")?;
+    let with_v1 = Launch {
+        args: vec![
+            "--sandboxd-rest".into(),
+            "127.0.0.1:0".into(),
+            "--sandboxd-root".into(),
+            dir.0.display().to_string(),
+        ],
+        ..Launch::default()
+    };
+    let plain = Launch::default();
+    let (hs, v1_addr) = match HttpServer::launch(binary, if v1 { &with_v1 } else { &plain }, false)
+    {
+        Ok(None) => return Ok(None),
+        Ok(Some(hs)) if v1 => {
+            let addr = hs.listener("sandboxd REST")?;
+            (hs, Some(addr))
+        }
+        Ok(Some(hs)) => (hs, None),
+        // A build without sandboxd's REST: `/files` alone.
+        Err(e) if v1 && e.0.contains("--sandboxd-rest") => {
+            eprintln!("bench: v1_files skipped: {}", e.0);
+            match HttpServer::launch(binary, &Launch::default(), false)? {
+                None => return Ok(None),
+                Some(hs) => (hs, None),
+            }
+        }
+        Err(e) => return Err(e),
+    };
     let src = dir.path("src");
     let sha = random_file(&src, bytes)?;
     let mut out = Transfer {
         bytes,
+        v1: v1_addr.is_some(),
         ..Transfer::default()
     };
     out.idle_rss_mib = hs.server.memory()?.rss_kib as f64 / 1024.0;
-    for run in 0..runs {
-        let by_cat = dir.path("by-cat");
-        let by_server = dir.path(&format!("by-server-{run}"));
-        let file = |p: &Path| {
-            File::create(p)
-                .map(Stdio::from)
-                .map_err(io("creating a file"))
-        };
-        let input = File::open(&src)
-            .map(Stdio::from)
-            .map_err(io("opening the source"))?;
-        let base = cat(&[], input, file(&by_cat)?)?;
-        out.put.baseline.push(mib_per_s(bytes, base));
-        let _ = std::fs::remove_file(&by_cat);
-        out.durable.push(mib_per_s(bytes, dd_fsync(&src, &by_cat)?));
-        hs.server.reset_peak()?;
-        let took = put(hs.addr, &src, &by_server, &sha, bytes)?;
-        out.put.server.push(mib_per_s(bytes, took));
+    let peak = |out: &mut Transfer| -> Result<(), Error> {
         out.peak_rss_mib
             .push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
+        Ok(())
+    };
+    for run in 0..runs {
+        let by_dd = dir.path("by-dd");
+        let name = format!("by-server-{run}");
+        let by_server = dir.path(&name);
+        let v1_name = format!("by-v1-{run}");
+
+        settle()?;
+        out.durable.push(mib_per_s(bytes, dd_fsync(&src, &by_dd)?));
+        let _ = std::fs::remove_file(&by_dd);
+        settle()?;
+        hs.server.reset_peak()?;
+        let took = put(hs.addr, &src, Api::Files(&by_server), &sha, bytes)?;
+        out.put.push(mib_per_s(bytes, took));
+        peak(&mut out)?;
+        if let Some(addr) = v1_addr {
+            settle()?;
+            hs.server.reset_peak()?;
+            let took = put(addr, &src, Api::V1(&v1_name), &sha, bytes)?;
+            out.v1_put.push(mib_per_s(bytes, took));
+            peak(&mut out)?;
+            let _ = std::fs::remove_file(dir.path(&v1_name));
+        }
 
         settle()?;
         let base = cat(&[&by_server], Stdio::null(), Stdio::null())?;
-        out.get.baseline.push(mib_per_s(bytes, base));
+        out.cat.push(mib_per_s(bytes, base));
         hs.server.reset_peak()?;
-        let took = get(hs.addr, &by_server, bytes)?;
-        out.get.server.push(mib_per_s(bytes, took));
-        out.peak_rss_mib
-            .push(hs.server.memory()?.hwm_kib as f64 / 1024.0);
-        let _ = std::fs::remove_file(&by_cat);
+        let took = get(hs.addr, Api::Files(&by_server), bytes)?;
+        out.get.push(mib_per_s(bytes, took));
+        peak(&mut out)?;
+        if let Some(addr) = v1_addr {
+            hs.server.reset_peak()?;
+            let took = get(addr, Api::V1(&name), bytes)?;
+            out.v1_get.push(mib_per_s(bytes, took));
+            peak(&mut out)?;
+        }
         let _ = std::fs::remove_file(&by_server);
     }
     hs.terminate(STOP_TIMEOUT)?;
@@ -405,49 +487,77 @@ pub fn figures(
     } else {
         (1u64 << 30, 3)
     };
-    if o.wants("http_files") {
+    let (files, v1) = (o.wants("http_files"), o.wants("v1_files"));
+    if files || v1 {
         let size = format!("{} MiB", bytes >> 20);
         eprintln!(
-            "bench: http_files ({runs} × PUT and GET of {size} on loopback, each after cat of the same bytes)"
+            "bench: http_files/v1_files ({runs} × dd conv=fsync, PUT /files, PUT /v1/files; cat, GET /files, GET /v1/files of {size} on loopback, interleaved)"
         );
-        let label = format!("PUT /files of {size} (sha256 verified, fsync), loopback");
-        match http(binary, bytes, runs)? {
-            None => crate::http_skipped(
-                "http_files_put",
-                &label,
-                "MiB/s",
-                "≥ 0.5× cat > file",
-                figures,
-                notes,
-            ),
+        let put_label = format!("PUT /files of {size} (sha256 verified, fsync), loopback");
+        let v1_label = format!("PUT /v1/files (sandboxd) of {size} (raw body, fsync), loopback");
+        const DD: &str = "dd bs=1M conv=fsync of the same bytes";
+        const DD_GOAL: (&str, f64) = ("≥ 0.5× dd conv=fsync", 0.5);
+        const CAT: &str = "cat file > /dev/null";
+        const CAT_GOAL: (&str, f64) = ("≥ 0.5× cat file > /dev/null", 0.5);
+        match http(binary, bytes, runs, v1)? {
+            None => {
+                for (want, key, label) in [
+                    (files, "http_files_put", &put_label),
+                    (v1, "v1_files_put", &v1_label),
+                ] {
+                    if want {
+                        crate::http_skipped(key, label, "MiB/s", DD_GOAL.0, figures, notes);
+                    }
+                }
+            }
             Some(t) => {
-                figures.push(Figure::rate_vs(
-                    "http_files_put",
-                    label,
-                    "MiB/s",
-                    &t.put.server,
-                    &t.put.baseline,
-                    "cat > file of the same bytes",
-                    ("≥ 0.5× cat > file", 0.5),
-                ));
-                figures.push(Figure::rate_vs(
-                    "http_files_put_durable",
-                    "  the same PUTs against a copy that is on disk when it ends",
-                    "MiB/s",
-                    &t.put.server,
-                    &t.durable,
-                    "dd bs=1M conv=fsync of the same bytes",
-                    ("≥ 0.5× (not a SPEC target)", 0.5),
-                ));
-                figures.push(Figure::rate_vs(
-                    "http_files_get",
-                    format!("GET /files of {size}, loopback"),
-                    "MiB/s",
-                    &t.get.server,
-                    &t.get.baseline,
-                    "cat file > /dev/null",
-                    ("≥ 0.5× cat file > /dev/null", 0.5),
-                ));
+                if files {
+                    figures.push(Figure::rate_vs(
+                        "http_files_put",
+                        put_label,
+                        "MiB/s",
+                        &t.put,
+                        &t.durable,
+                        DD,
+                        DD_GOAL,
+                    ));
+                    figures.push(Figure::rate_vs(
+                        "http_files_get",
+                        format!("GET /files of {size}, loopback"),
+                        "MiB/s",
+                        &t.get,
+                        &t.cat,
+                        CAT,
+                        CAT_GOAL,
+                    ));
+                }
+                if v1 && !t.v1 {
+                    figures.push(Figure::skipped(
+                        "v1_files_put",
+                        format!("{v1_label} (skipped: no sandboxd REST in this build)"),
+                        "MiB/s",
+                        DD_GOAL.0,
+                    ));
+                } else if v1 {
+                    figures.push(Figure::rate_vs(
+                        "v1_files_put",
+                        v1_label,
+                        "MiB/s",
+                        &t.v1_put,
+                        &t.durable,
+                        DD,
+                        DD_GOAL,
+                    ));
+                    figures.push(Figure::rate_vs(
+                        "v1_files_get",
+                        format!("GET /v1/files (sandboxd) of {size}, loopback"),
+                        "MiB/s",
+                        &t.v1_get,
+                        &t.cat,
+                        CAT,
+                        CAT_GOAL,
+                    ));
+                }
                 let peak = t.peak_rss_mib.percentile(100.0);
                 figures.push(Figure::value(
                     "http_files_rss",

@@ -42,7 +42,7 @@ pub struct HttpServer {
     /// Where it listens for HTTP.
     pub addr: SocketAddr,
     /// Its stderr, removed when the server is dropped.
-    _stderr: TempFile,
+    stderr: TempFile,
 }
 
 /// A file removed on drop.
@@ -71,10 +71,13 @@ impl HttpServer {
             NEXT.fetch_add(1, Ordering::Relaxed)
         )));
         let mut launch = launch.clone();
-        launch.args = vec!["--http".into(), "127.0.0.1:0".into()];
+        let mut args = vec!["--http".into(), "127.0.0.1:0".into()];
         if !stdio {
-            launch.args.push("--no-stdio".into());
+            args.push("--no-stdio".into());
         }
+        // The launch's own arguments (another listener) after these.
+        args.append(&mut launch.args);
+        launch.args = args;
         launch.stderr = Some(stderr.0.clone());
         let mut server = Server::launch(binary, &launch)?;
         let deadline = Instant::now() + LISTEN_TIMEOUT;
@@ -84,7 +87,7 @@ impl HttpServer {
                 return Ok(Some(HttpServer {
                     server,
                     addr,
-                    _stderr: stderr,
+                    stderr,
                 }));
             }
             if let Some(code) = server.exit_code()? {
@@ -99,6 +102,29 @@ impl HttpServer {
             if Instant::now() > deadline {
                 return Err(Error(format!(
                     "the server printed no HTTP address within {LISTEN_TIMEOUT:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The address of another listener it printed (`mcp-exec: listening
+    /// for WHAT on ADDR`), waiting up to [`LISTEN_TIMEOUT`] for the line.
+    pub fn listener(&self, what: &str) -> Result<SocketAddr, Error> {
+        let prefix = format!("mcp-exec: listening for {what} on ");
+        let deadline = Instant::now() + LISTEN_TIMEOUT;
+        loop {
+            let log = std::fs::read_to_string(&self.stderr.0).unwrap_or_default();
+            let found = log
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|a| a.trim().parse().ok());
+            if let Some(addr) = found {
+                return Ok(addr);
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!(
+                    "the server printed no address for {what} within {LISTEN_TIMEOUT:?}"
                 )));
             }
             std::thread::sleep(Duration::from_millis(2));

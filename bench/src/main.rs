@@ -95,7 +95,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 37] = [
+const SCENARIOS: [&str; 38] = [
     "tasks",
     "size",
     "startup",
@@ -133,6 +133,7 @@ const SCENARIOS: [&str; 37] = [
     "idle_tasks",
     "pty_memory",
     "private_memory",
+    "v1_files",
 ];
 
 struct Options {

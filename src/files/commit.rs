@@ -3,7 +3,9 @@
 //! 1. A temporary file beside the target (`.<name>.<random>.mcp-exec-tmp`,
 //!    `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600), through the parent's
 //!    descriptor.
-//! 2. The bytes are written and hashed as they come ([`Staged::write`]).
+//! 2. The bytes are written and hashed as they come ([`Staged::write`];
+//!    or written by [`Staged::append`] while the caller hashes them on
+//!    another thread, and committed with [`Staged::commit_hashed`]).
 //! 3. [`Staged::commit`]: `fsync`; the `sha256` verified when given; an
 //!    existing regular file with the same bytes (and mode, when one is
 //!    asked) leaves everything as it was (`unchanged`: a retry is
@@ -107,9 +109,42 @@ impl Staged {
         Ok(())
     }
 
+    /// Appends `buf` without hashing it, for a caller that hashes the same
+    /// bytes in the same order itself (on another thread, while this one
+    /// writes) and commits with [`Staged::commit_hashed`]; never mixed with
+    /// [`Staged::write`].
+    pub fn append(&mut self, buf: &[u8]) -> Result<(), FileError> {
+        self.file
+            .write_all(buf)
+            .map_err(|e| FileError::io(&e, "writing", &self.place.path))?;
+        self.bytes += buf.len() as u64;
+        Ok(())
+    }
+
+    /// A second descriptor of the temporary file, to `fdatasync` what has
+    /// been written so far while more is appended (the disk then works
+    /// during the transfer instead of all at the commit's `fsync`).
+    pub fn sync_handle(&self) -> Result<File, FileError> {
+        self.file
+            .try_clone()
+            .map_err(|e| FileError::io(&e, "writing", &self.place.path))
+    }
+
     /// Verifies and renames into place (see the module doc).
     pub fn commit(
         mut self,
+        expected: Option<[u8; 32]>,
+        opts: Options,
+    ) -> Result<Committed, FileError> {
+        let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
+        self.commit_hashed(got, expected, opts)
+    }
+
+    /// [`Staged::commit`] of bytes that were [`Staged::append`]ed, `got`
+    /// being their SHA-256.
+    pub fn commit_hashed(
+        mut self,
+        got: [u8; 32],
         expected: Option<[u8; 32]>,
         opts: Options,
     ) -> Result<Committed, FileError> {
@@ -117,7 +152,6 @@ impl Staged {
         self.file
             .sync_all()
             .map_err(|e| FileError::io(&e, "writing", path))?;
-        let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
         if let Some(expected) = expected
             && expected != got
         {

@@ -19,11 +19,16 @@
 //! space.
 //!
 //! # Memory stays flat
-//! A `PUT` body is never collected: its frames go through a channel of
-//! [`DEPTH`] chunks to a task that writes and hashes them (the atomic commit
-//! of [`crate::files::commit`]); a client that stops or goes away drops the
-//! channel, and the temporary file is removed. A `GET` reads
-//! [`TRANSFER_CHUNK`]-sized pieces into a channel as deep, which hyper
+//! A `PUT` body is never collected: its frames are gathered into
+//! [`WRITE_CHUNK`]s that go through a channel of [`DEPTH`] to a task that
+//! writes and hashes them (the atomic commit of [`crate::files::commit`]):
+//! the write and the SHA-256 of each chunk run side by side on the blocking
+//! pool, each lane one chunk at a time and in order, and every
+//! [`SYNC_EVERY`] bytes an `fdatasync` starts in the background, so that
+//! the disk writes while the body arrives; the commit still `fsync`s the
+//! whole file and checks the hash before the rename. A client that stops
+//! or goes away drops the channel, and the temporary file is removed. A `GET` reads
+//! [`READ_CHUNK`]-sized pieces into a channel as deep, which hyper
 //! drains as the socket accepts them.
 //!
 //! # `?watch`: a directory's changes as SSE (SPEC §22)
@@ -50,8 +55,8 @@
 //! temporary file is removed before the answer is sent; a `GET` whose client
 //! stops reading fails its socket write after as long (`stall.rs`). And no
 //! blocking-pool thread ever waits for a client: each chunk's disk work is a
-//! blocking task of its own, and the waiting between chunks happens on the
-//! async side, so any number of stalled transfers leaves the
+//! blocking task of its own (its write, its hash), and the waiting between
+//! chunks happens on the async side, so any number of stalled transfers leaves the
 //! [`FILE_WORKERS`] to the file operations (a stalled transfer costs its
 //! buffers and a descriptor).
 
@@ -80,14 +85,21 @@ use crate::policy::cwd::CwdPolicy;
 
 /// Chunks in flight between the socket and the disk, either way.
 pub const DEPTH: usize = 4;
-/// How big a chunk between the socket and the disk is. hyper hands a body
+/// How big a chunk read from the disk for a `GET` is: each is one
+/// `pread`, one hand-off to the blocking pool and back, and one `writev`
+/// to the socket, so the hand-offs (futex wake-ups, eventfd writes) are
+/// paid once per MiB. With [`DEPTH`] in the channel, one in hyper's hands
+/// and the pool of reused chunks, a download holds at most about 6 MiB of
+/// buffers.
+pub const READ_CHUNK: usize = 1 << 20;
+
+/// How big a chunk written to the disk for a `PUT` is. hyper hands a body
 /// over in frames of at most its read buffer (16 KiB here); they are
-/// gathered into chunks this big, so that the writing thread is woken, and
-/// `write(2)` called, once per chunk rather than once per frame. With
-/// [`DEPTH`] and the pools of reused chunks this bounds a transfer's
-/// buffers at about 3 MiB either way (1 MiB chunks measured 22 MiB of peak
-/// RSS for a 1 GiB transfer, no faster).
-pub const TRANSFER_CHUNK: usize = 256 << 10;
+/// gathered into chunks this big, so that the blocking pool is woken, and
+/// `write(2)` called, once per MiB rather than once per frame. With
+/// [`DEPTH`] in the channel, one being gathered, one in each lane and the
+/// pool of reused chunks, an upload holds at most about 8 MiB of buffers.
+pub const WRITE_CHUNK: usize = 1 << 20;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
 /// kept raw (percent-encoded) until used.
@@ -486,25 +498,36 @@ pub(in crate::server::transport) async fn receive<F: Frames>(
                 complete = true;
                 break;
             }
-            Some(Ok(data)) => {
-                if gathered.capacity() == 0 {
-                    gathered = match pool.try_recv() {
-                        Ok(mut used) => {
-                            used.clear();
-                            used
-                        }
-                        Err(_) => BytesMut::with_capacity(TRANSFER_CHUNK),
-                    };
+            Some(Ok(mut data)) => {
+                let mut stopped = false;
+                // Filled to exactly `WRITE_CHUNK` (a frame may straddle two
+                // chunks), and handed over whole, not split off: a chunk
+                // that grew past its capacity would be reallocated, and one
+                // that shares its buffer with what is left could never come
+                // back to the pool.
+                while !data.is_empty() {
+                    if gathered.capacity() == 0 {
+                        gathered = match pool.try_recv() {
+                            Ok(mut used) => {
+                                used.clear();
+                                used
+                            }
+                            Err(_) => BytesMut::with_capacity(WRITE_CHUNK),
+                        };
+                    }
+                    let take = (WRITE_CHUNK - gathered.len().min(WRITE_CHUNK)).min(data.len());
+                    gathered.extend_from_slice(&data[..take]);
+                    data = data.slice(take..);
+                    if gathered.len() < WRITE_CHUNK {
+                        break;
+                    }
+                    let full = std::mem::take(&mut gathered).freeze();
+                    if tx.send(Piece::Data(full)).await.is_err() {
+                        stopped = true;
+                        break;
+                    }
                 }
-                gathered.extend_from_slice(&data);
-                if gathered.len() < TRANSFER_CHUNK {
-                    continue;
-                }
-                if tx
-                    .send(Piece::Data(gathered.split().freeze()))
-                    .await
-                    .is_err()
-                {
+                if stopped {
                     // The writer stopped early: its error is the answer.
                     break;
                 }
@@ -519,7 +542,7 @@ pub(in crate::server::transport) async fn receive<F: Frames>(
     }
     if complete {
         if !gathered.is_empty() {
-            let _ = tx.send(Piece::Data(gathered.split().freeze())).await;
+            let _ = tx.send(Piece::Data(gathered.freeze())).await;
         }
         let _ = tx.send(Piece::End).await;
     }
@@ -542,8 +565,71 @@ pub(in crate::server::transport) async fn receive<F: Frames>(
     }
 }
 
+/// Starts `f` on the blocking pool once one of the [`FILE_WORKERS`] is
+/// free, without waiting for it to finish (the permit goes with it).
+async fn start_blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<Result<T, FileError>>, FileError> {
+    let Ok(worker) = WORKERS.acquire().await else {
+        return Err(FileError::new(Kind::Io, "the file workers are closed"));
+    };
+    Ok(tokio::task::spawn_blocking(move || {
+        let _worker = worker;
+        f()
+    }))
+}
+
+/// One thing a `PUT` does to every chunk in order (write it, hash it),
+/// on the blocking pool: idle with its state, or busy with a chunk and
+/// giving the state back when done. Two lanes run side by side, each one
+/// chunk at a time.
+enum Lane<T> {
+    Idle(T),
+    Busy(tokio::task::JoinHandle<Result<T, FileError>>),
+    /// Only while being switched, or after a failure.
+    Gone,
+}
+
+impl<T: Send + 'static> Lane<T> {
+    /// The state, once the chunk in hand is done.
+    async fn wait(&mut self) -> Result<T, FileError> {
+        match std::mem::replace(self, Lane::Gone) {
+            Lane::Idle(t) => Ok(t),
+            Lane::Busy(task) => task.await.unwrap_or_else(|e| {
+                Err(FileError::new(Kind::Io, format!("file task failed: {e}")))
+            }),
+            Lane::Gone => Err(FileError::new(Kind::Io, "a file task failed before")),
+        }
+    }
+
+    /// After the chunk in hand, starts `f` on the next one.
+    async fn then(
+        &mut self,
+        f: impl FnOnce(T) -> Result<T, FileError> + Send + 'static,
+    ) -> Result<(), FileError> {
+        let t = self.wait().await?;
+        *self = Lane::Busy(start_blocking(move || f(t)).await?);
+        Ok(())
+    }
+}
+
+/// Gives a written and hashed chunk back to `home` to be filled again, by
+/// whichever lane lets go of it last.
+fn recycle(d: Bytes, home: &std::sync::mpsc::SyncSender<BytesMut>) {
+    if let Ok(used) = d.try_into_mut() {
+        let _ = home.try_send(used);
+    }
+}
+
+/// Written bytes after which a `PUT` starts an `fdatasync` of what it has
+/// written (when none is running yet), so that the disk writes while the
+/// body still arrives and the commit's `fsync` finds little left to do.
+pub const SYNC_EVERY: u64 = 64 << 20;
+
 /// The writing task of a `PUT`: waits for chunks on the async side and
-/// writes each on a blocking task of its own (see the module doc).
+/// hands each to two lanes — the write, and the SHA-256 — that run on
+/// the blocking pool side by side (see the module doc), and syncs every
+/// [`SYNC_EVERY`] bytes in the background.
 async fn write_pieces(
     open: impl FnOnce() -> Result<Staged, FileError> + Send + 'static,
     mut rx: mpsc::Receiver<Piece>,
@@ -551,24 +637,59 @@ async fn write_pieces(
     expected: Option<[u8; 32]>,
     opts: Options,
 ) -> Result<files::commit::Committed, FileError> {
-    let mut staged = blocking(open).await?;
+    use sha2::Digest;
+    let staged = blocking(open).await?;
+    let syncer = Arc::new(staged.sync_handle()?);
+    let mut writing = Lane::Idle(staged);
+    let mut hashing = Lane::Idle(sha2::Sha256::new());
+    let mut syncing: Option<tokio::task::JoinHandle<Result<(), FileError>>> = None;
+    let mut unsynced = 0u64;
     loop {
         match rx.recv().await {
             Some(Piece::Data(d)) => {
-                let home = home.clone();
-                staged = blocking(move || {
-                    staged.write(&d)?;
-                    if let Ok(used) = d.try_into_mut() {
-                        let _ = home.try_send(used);
-                    }
-                    Ok(staged)
-                })
-                .await?;
+                unsynced += d.len() as u64;
+                let (h, d2, home2) = (home.clone(), d.clone(), home.clone());
+                hashing
+                    .then(move |mut sha| {
+                        sha.update(&d2);
+                        recycle(d2, &home2);
+                        Ok(sha)
+                    })
+                    .await?;
+                writing
+                    .then(move |mut staged| {
+                        staged.append(&d)?;
+                        recycle(d, &h);
+                        Ok(staged)
+                    })
+                    .await?;
+                if unsynced >= SYNC_EVERY && syncing.as_ref().is_none_or(|s| s.is_finished()) {
+                    unsynced = 0;
+                    let file = Arc::clone(&syncer);
+                    // A failure shows again at the commit's `fsync`.
+                    syncing = Some(
+                        start_blocking(move || {
+                            let _ = file.sync_data();
+                            Ok(())
+                        })
+                        .await?,
+                    );
+                }
             }
-            Some(Piece::End) => return blocking(move || staged.commit(expected, opts)).await,
+            Some(Piece::End) => {
+                let sha = hashing.wait().await?;
+                let staged = writing.wait().await?;
+                if let Some(s) = syncing {
+                    let _ = s.await;
+                }
+                drop(syncer);
+                let got: [u8; 32] = sha.finalize().into();
+                return blocking(move || staged.commit_hashed(got, expected, opts)).await;
+            }
             None => {
                 // Dropped on the blocking side: removing the temporary
                 // file is a syscall.
+                let staged = writing.wait().await;
                 return blocking(move || {
                     drop(staged);
                     Err(FileError::new(
@@ -752,7 +873,7 @@ async fn stream_file(opened: read::Opened, start: u64, len: u64, tx: mpsc::Sende
     let end = start + len;
     let mut sent = 0u64;
     while at < end {
-        let want = usize::try_from((end - at).min(TRANSFER_CHUNK as u64)).unwrap_or(TRANSFER_CHUNK);
+        let want = usize::try_from((end - at).min(READ_CHUNK as u64)).unwrap_or(READ_CHUNK);
         let mut buf = pool.try_recv().unwrap_or_default();
         let file = Arc::clone(&opened);
         let read = blocking(move || {
