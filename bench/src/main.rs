@@ -1340,9 +1340,10 @@ fn robustness_figures(
     figures.push(Figure::value(
         "soak_rss",
         format!(
-            "soak: RSS growth over {} jobs ({} killed, {} cancelled, {} over HTTP in {} sessions), after a {}-job warm-up",
+            "soak: RSS growth over {} jobs ({} killed, {} of them with KILL after their group outlived TERM; {} cancelled, {} over HTTP in {} sessions), after a {}-job warm-up",
             s.jobs,
             s.killed,
+            s.term_survivors,
             s.cancelled,
             s.http,
             s.sessions,
