@@ -14,9 +14,18 @@
 //! group and session (`/proc/PID/stat`).
 //!
 //! # Invariants
-//! - Nothing runs in the background and nothing is cached: the caller
-//!   decides when to look (a `GET /ports`, a `status`, a `wait` until a
-//!   port), and no listener means no descriptor walk.
+//! - Nothing runs in the background: the caller decides when to look (a
+//!   `GET /ports`, a `status`, a `list`, a `wait` until a port), and no
+//!   listener means no descriptor walk.
+//! - The descriptor walk is the one cost that grows with the process count
+//!   (10,000 jobs: ~700 ms a look), so its answer is kept for as long as it
+//!   can be shown to hold: while the set of listening socket inodes is the
+//!   one it was made for and every holder it named is still alive in the
+//!   group and session it had (one `stat` each). A new or closed listener,
+//!   a holder gone or moved, walks again. What a kept answer can miss: a
+//!   process that came to hold a socket already listed (a fork, a passed
+//!   descriptor) while its first holder lives — it is in that holder's
+//!   group unless it moved, and a job's ports are found by group.
 //! - Best effort, never an error: a process that vanishes mid-look, or
 //!   whose descriptors cannot be read (another user's, without
 //!   `CAP_SYS_PTRACE`), is simply no holder; a socket with no readable
@@ -111,7 +120,9 @@ pub fn listening() -> Vec<Listening> {
     if sockets.is_empty() {
         return Vec::new();
     }
-    let holders = holders(&sockets.iter().map(|s| s.inode).collect::<Vec<_>>());
+    let mut inodes: Vec<u64> = sockets.iter().map(|s| s.inode).collect();
+    inodes.sort_unstable();
+    let holders = kept_holders(inodes);
     let mut out: Vec<Listening> = sockets
         .into_iter()
         .map(|s| Listening {
@@ -258,6 +269,26 @@ mod diag {
             inode: u64::from(inode),
         })
     }
+}
+
+/// The last walk: the sorted inodes it was for, and what it found.
+type Walk = (Vec<u64>, HashMap<u64, Vec<Holder>>);
+
+static LAST_WALK: std::sync::Mutex<Option<Walk>> = std::sync::Mutex::new(None);
+
+/// [`holders`] of the sorted `inodes`, from the last walk while it holds
+/// (see the module's invariants), else from a new one.
+fn kept_holders(inodes: Vec<u64>) -> HashMap<u64, Vec<Holder>> {
+    let mut last = LAST_WALK.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((kept, found)) = last.as_ref()
+        && *kept == inodes
+        && found.values().flatten().all(|h| holder(h.pid) == Some(*h))
+    {
+        return found.clone();
+    }
+    let found = holders(&inodes);
+    *last = Some((inodes, found.clone()));
+    found
 }
 
 /// The holders of each of the socket `inodes`: one walk of every
