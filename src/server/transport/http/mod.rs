@@ -213,7 +213,7 @@ impl Http {
 /// connection) or a `503` and a close. Never waiting here is what keeps the
 /// kernel's backlog empty, so a token holder's SYN is always answered.
 async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, conns: Arc<Conns>) {
-    let late = Arc::new(tokio::sync::Semaphore::new(LATE_WAITERS));
+    let late = Arc::new(LateWaiters::default());
     loop {
         let stream = match socket.accept().await {
             Ok((stream, _)) => stream,
@@ -246,25 +246,29 @@ async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, 
             // loaded machine): it gets up to the grace a silent connection
             // has, then asks again as one that has sent bytes. A bounded
             // number wait at once; past that it is refused at once.
-            Admission::Full if !heard => match Arc::clone(&late).try_acquire_owned() {
-                Ok(permit) => {
-                    let (state, conns) = (Arc::clone(&state), Arc::clone(&conns));
-                    tokio::spawn(async move {
-                        let mut first = [0u8; 1];
-                        let peeked =
-                            tokio::time::timeout(conns::GRACE, stream.peek(&mut first)).await;
-                        drop(permit);
-                        let heard = matches!(peeked, Ok(Ok(n)) if n > 0);
-                        match (heard, heard.then(|| conns.admit(true))) {
-                            (true, Some(Admission::Admitted(slot))) => {
-                                serve(stream, state, listener, Arc::new(slot)).await;
-                            }
-                            _ => refuse(&stream),
+            // A bounded number wait at once: the newest newcomer displaces the
+            // longest waiting one, so under a flood of silent connections each
+            // still gets (waiters ÷ arrival rate) to send, never nothing.
+            Admission::Full if !heard => {
+                let (id, displaced) = late.enter();
+                let (state, conns, late) =
+                    (Arc::clone(&state), Arc::clone(&conns), Arc::clone(&late));
+                tokio::spawn(async move {
+                    let mut first = [0u8; 1];
+                    let peeked = tokio::select! {
+                        p = tokio::time::timeout(conns::GRACE, stream.peek(&mut first)) => Some(p),
+                        () = displaced.cancelled() => None,
+                    };
+                    late.leave(id);
+                    let heard = matches!(peeked, Some(Ok(Ok(n))) if n > 0);
+                    match (heard, heard.then(|| conns.admit(true))) {
+                        (true, Some(Admission::Admitted(slot))) => {
+                            serve(stream, state, listener, Arc::new(slot)).await;
                         }
-                    });
-                }
-                Err(_) => refuse(&stream),
-            },
+                        _ => refuse(&stream),
+                    }
+                });
+            }
             Admission::Full => refuse(&stream),
         }
     }
@@ -274,6 +278,36 @@ async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, 
 /// first bytes ([`accept`]): each holds a descriptor for up to
 /// [`conns::GRACE`].
 const LATE_WAITERS: usize = 64;
+
+/// The silent newcomers waiting for their first bytes, oldest first: at
+/// most [`LATE_WAITERS`]; one more displaces the oldest (cancels its wait,
+/// and it is refused as before).
+#[derive(Default)]
+struct LateWaiters(std::sync::Mutex<(u64, std::collections::VecDeque<(u64, CancellationToken)>)>);
+
+impl LateWaiters {
+    /// A new waiter: its id and the token cancelled if it is displaced.
+    fn enter(&self) -> (u64, CancellationToken) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (next, waiting) = &mut *w;
+        *next += 1;
+        let id = *next;
+        if waiting.len() >= LATE_WAITERS
+            && let Some((_, oldest)) = waiting.pop_front()
+        {
+            oldest.cancel();
+        }
+        let token = CancellationToken::new();
+        waiting.push_back((id, token.clone()));
+        (id, token)
+    }
+
+    /// Waiter `id` is done (heard, timed out or displaced).
+    fn leave(&self, id: u64) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        w.1.retain(|(i, _)| *i != id);
+    }
+}
 
 /// The answer to a connection past the limit when no slot could be freed:
 /// written without waiting (the socket's buffer is empty), then closed.
