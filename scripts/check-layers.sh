@@ -10,6 +10,11 @@
 #    render the answers.
 # 3. `terminal` (the PTY screen and keys, SPEC §20) is a leaf: it names
 #    nothing else in the crate, so jobs, tools and transports can all use it.
+# 4. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
+#    or protocol type: every listener stands on it, so it knows none of them.
+# 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
+#    an accept loop live in src/net/accept.rs only (the ports proxy and the
+#    HTTPS fetch connect out; they do not listen).
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -36,6 +41,14 @@ check "the transport must not reach into the job table (use the verbs of jobs::J
     src/server/transport '\b(JobTable|Pending|Window|Redact|StdinSlot)\b|stdin[ _]slot|\.table\(\)'
 check "terminal is a leaf and must not name the rest of the crate" \
     src/terminal '\bcrate::|\bsuper::super::'
+
+check "the floor must not name jobs, tools, server or protocol" \
+    src/net '\bcrate::(jobs|tools|server|protocol|tasks|files|policy)\b'
+for dir in src/*/; do
+    [[ $dir == src/net/ || $dir == src/fuzzing/ ]] && continue
+    check "only the floor binds or accepts (src/net/accept.rs)" \
+        "$dir" '\bTcpListener::bind\b|\.accept\(\)\.await|socket\.accept\(\)'
+done
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

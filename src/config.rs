@@ -38,6 +38,10 @@ pub struct Config {
     pub yield_after: Option<Duration>,
     /// `MCP_EXEC_MAX_RUNNING`: jobs running at once.
     pub max_running: usize,
+    /// The most connections one listener may hold open: its share of the
+    /// descriptors ([`descriptor_budget`]); a listener's cap is the smaller
+    /// of this and `MCP_EXEC_HTTP_MAX_CONNECTIONS`.
+    pub connection_share: usize,
     /// `MCP_EXEC_MAX_QUEUED`: jobs waiting to start.
     pub max_queued: usize,
     /// `MCP_EXEC_TASK_TTL`: how long an MCP Task and its job are kept, the
@@ -155,6 +159,48 @@ const RESERVED_FDS: u64 = 64;
 /// Each running job holds three pipe ends (SPEC §12.8).
 const FDS_PER_JOB: u64 = 3;
 
+impl Config {
+    /// `MCP_EXEC_HTTP_MAX_CONNECTIONS` when it is a positive count, else its
+    /// default, 256 (an invalid value stops the server where `--http` reads
+    /// it: `HttpSettings`).
+    pub fn http_max_connections_or_default(&self) -> usize {
+        self.http_max_connections
+            .as_deref()
+            .and_then(|raw| raw.trim().parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(256)
+    }
+}
+
+/// Descriptors a listener may hold beyond its cap at once: the silent
+/// newcomers waiting past it for their first bytes (net/accept.rs).
+const LATE_FDS_PER_LISTENER: u64 = 64;
+
+/// The descriptor budget of a server with `listeners` listeners under a
+/// soft `RLIMIT_NOFILE` of `soft_nofile` (the limit it was given: it is kept,
+/// not raised, so every job inherits the same): after [`RESERVED_FDS`] for
+/// the server itself (which keeps a token holder's `accept` and a job's
+/// spawn possible when every listener is full), half of the rest goes to
+/// the listeners' connections, shared equally (each with its late waiters),
+/// and the default running-job limit is what the descriptors left allow.
+/// Returns (each listener's connection share, the default `MCP_EXEC_MAX_RUNNING`).
+pub fn descriptor_budget(soft_nofile: u64, listeners: usize) -> (usize, usize) {
+    let listeners = listeners as u64;
+    if listeners == 0 {
+        return (usize::MAX, max_running_for(soft_nofile));
+    }
+    let spare = soft_nofile.saturating_sub(RESERVED_FDS);
+    let share = (spare / 2 / listeners)
+        .saturating_sub(LATE_FDS_PER_LISTENER)
+        .max(8);
+    let held = listeners * (share + LATE_FDS_PER_LISTENER);
+    let jobs = spare.saturating_sub(held) / FDS_PER_JOB;
+    (
+        usize::try_from(share).unwrap_or(usize::MAX),
+        usize::try_from(jobs.max(1)).unwrap_or(usize::MAX),
+    )
+}
+
 /// The default `MCP_EXEC_MAX_RUNNING` for a soft `RLIMIT_NOFILE` of
 /// `soft_nofile`: as many jobs as its descriptors allow after a reserve.
 pub fn max_running_for(soft_nofile: u64) -> usize {
@@ -175,6 +221,7 @@ impl Default for Config {
             job_timeout: None,
             yield_after: Some(Duration::from_secs(50)),
             max_running: max_running_for(1024),
+            connection_share: usize::MAX,
             max_queued: 1000,
             task_ttl: Duration::from_secs(3600),
             max_tasks: 1024,
@@ -576,6 +623,21 @@ impl Config {
                      logging to stderr only"
                 )),
             }
+        }
+        let listeners = [
+            &c.http,
+            &c.metrics_listen,
+            &c.envd,
+            &c.sandboxd_grpc,
+            &c.sandboxd_rest,
+        ]
+        .iter()
+        .filter(|l| l.is_some())
+        .count();
+        let (share, jobs) = descriptor_budget(soft_nofile, listeners);
+        c.connection_share = share;
+        if get("MCP_EXEC_MAX_RUNNING").is_none() {
+            c.max_running = jobs;
         }
         (c, warnings)
     }

@@ -37,6 +37,7 @@ mod init_mode;
 mod jobs;
 mod logging;
 mod metrics;
+mod net;
 mod policy;
 mod probe;
 mod protocol;

@@ -168,8 +168,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         );
         mcp.register(
             "http_connections_dropped",
-            "HTTP connections the listener dropped to keep slots free, by reason \
-             (evicted, refused, silent)",
+            "Connections a listener dropped, by listener (mcp, metrics, envd, \
+             sandboxd-rest, sandboxd-grpc) and reason (evicted, refused, silent, foreign)",
             m.http_connections_dropped.clone(),
         );
         let process = r.sub_registry_with_prefix("process");
@@ -227,13 +227,15 @@ pub fn spawn_failed(reason: &'static str) {
         .inc();
 }
 
-/// The HTTP listener dropped a connection: `evicted` for a newcomer at the
-/// limit, `refused` (the newcomer, when none could be evicted), `silent`
-/// (it sent nothing within its first deadline).
-pub fn http_connection_dropped(reason: &'static str) {
+/// A listener (`mcp`, `metrics`, `envd`, `sandboxd-rest`, `sandboxd-grpc`)
+/// dropped a connection: `evicted` for a newcomer at the limit, `refused`
+/// (the newcomer, when none could be evicted), `silent` (it sent nothing
+/// within its first deadline), `foreign` (a local process of another user
+/// on a listener without a token).
+pub fn http_connection_dropped(listener: &'static str, reason: &'static str) {
     METRICS
         .http_connections_dropped
-        .get_or_create(&vec![("reason", reason)])
+        .get_or_create(&vec![("listener", listener), ("reason", reason)])
         .inc();
 }
 

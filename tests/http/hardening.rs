@@ -72,11 +72,14 @@ fn exchange(port: u16, request: &[u8], within: Duration) -> (String, bool) {
     (String::from_utf8_lossy(&raw).into_owned(), closed)
 }
 
-/// The counter `mcp_exec_http_connections_dropped_total{reason}`.
+/// The counter `mcp_exec_http_connections_dropped_total{listener, reason}`
+/// of the MCP listener (each listener counts its own).
 fn dropped(s: &Both, reason: &str) -> u64 {
     let m = http(s.port, "GET", "/metrics", &[AUTH], "");
     assert_eq!(m.status, 200, "{m:?}");
-    let needle = format!("mcp_exec_http_connections_dropped_total{{reason=\"{reason}\"}} ");
+    let needle = format!(
+        "mcp_exec_http_connections_dropped_total{{listener=\"mcp\",reason=\"{reason}\"}} "
+    );
     m.body
         .lines()
         .find_map(|l| l.strip_prefix(needle.as_str()))

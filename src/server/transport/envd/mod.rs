@@ -34,28 +34,21 @@ mod proto;
 mod watchers;
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::http::body::Body;
 use super::platform::{Platform, PlatformAuth, Refusal};
 use crate::jobs::JobId;
+use crate::net::{
+    self,
+    accept::{self, Peers, Protocol},
+};
 use crate::tools::App;
 use connect::{Code, Reply};
-
-/// A client must send a request's head within this.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest request head.
-const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// The envd listener's settings, validated at start-up.
 #[derive(Debug, Clone)]
@@ -104,21 +97,30 @@ impl EnvdState {
     }
 }
 
-/// Binds the envd listener and serves it until the process exits; its
-/// bound address is printed on stderr (`mcp-exec: listening for envd on
-/// ADDR`: a port of 0 picks a free one).
+/// Binds the envd listener and serves it through the floor until the
+/// process exits; its bound address is printed on stderr (`mcp-exec:
+/// listening for envd on ADDR`: a port of 0 picks a free one).
 pub async fn start(
     settings: EnvdSettings,
     app: Arc<App>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let addr = settings.auth.addr();
-    let socket = TcpListener::bind(addr)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr} for envd: {e}")))?;
-    let bound = socket.local_addr()?;
-    tracing::info!(%bound, "listening for envd");
-    eprintln!("mcp-exec: listening for envd on {bound}");
+    let socket = accept::bind(settings.auth.addr(), "envd").await?;
+    let floor = accept::Listener {
+        name: "envd",
+        protocol: Protocol::Http1,
+        max_connections: app
+            .config
+            .http_max_connections_or_default()
+            .min(app.config.connection_share),
+        stall: app.config.http_stall_timeout,
+        peers: if settings.auth.has_token() {
+            Peers::Any
+        } else {
+            Peers::SameUid
+        },
+        stop: None,
+    };
     let state = Arc::new(EnvdState {
         app,
         shutdown: shutdown.clone(),
@@ -126,41 +128,18 @@ pub async fn start(
         processes: Mutex::new(HashMap::new()),
         watchers: watchers::Watchers::default(),
     });
-    tokio::spawn(accept(socket, state));
-    Ok(())
-}
-
-async fn accept(socket: TcpListener, state: Arc<EnvdState>) {
-    loop {
-        let stream = match socket.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::warn!(error = %e, "accepting an envd connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        // Small answers must not wait for the client's delayed ACK (Nagle).
-        let _ = stream.set_nodelay(true);
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
+    accept::serve(socket, floor, move |conn| {
+        let (checked, state) = (Arc::clone(&state), Arc::clone(&state));
+        net::http::http1(
+            conn,
+            move |req| checked.auth.check(req.uri(), req.headers()).is_ok(),
+            move |req| {
                 let state = Arc::clone(&state);
-                async move { Ok::<_, Infallible>(route(&state, req).await) }
-            });
-            let mut builder = http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES);
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(error = %e, "envd connection ended");
-            }
-        });
-    }
+                async move { route(&state, req).await }
+            },
+        )
+    });
+    Ok(())
 }
 
 /// The rule, then the endpoint.

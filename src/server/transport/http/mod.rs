@@ -1,12 +1,9 @@
 //! The Streamable HTTP transport (SPEC §11), on hyper's HTTP/1.1 server.
-//! This module binds the listeners, accepts connections and routes each
-//! request; the rest is split by concern:
+//! This module binds its listeners through the floor ([`crate::net`]) and
+//! routes each request; the rest is split by concern:
 //!
 //! - [`settings`]: the listener settings, validated at start-up (they fail
 //!   closed: `main` exits 2 naming the bad one).
-//! - [`conns`]: the open connections, and which one to drop for a newcomer
-//!   at `MCP_EXEC_HTTP_MAX_CONNECTIONS`.
-//! - [`stall`]: the socket with a bound on writes that make no progress.
 //! - [`guard`]: the checks every request passes first: `Host` (DNS
 //!   rebinding, one header), `Origin`, the bearer token.
 //! - [`state`]: what every handler shares: the HTTP sessions, the requests
@@ -39,19 +36,15 @@
 //!
 //! # Bounds
 //! Bodies up to `MCP_EXEC_MAX_LINE_BYTES` (`413` past it, and the rest is
-//! never read: the connection closes), request heads up to
-//! [`MAX_HEAD_BYTES`], at most `MCP_EXEC_HTTP_MAX_CONNECTIONS` connections
-//! per listener — the listener always accepts, and a newcomer past the limit
-//! takes the slot of an idle connection that never showed the token, or is
-//! answered `503` and closed ([`conns`]) — [`SILENT_TIMEOUT`] to send a
-//! first byte, [`HEADER_READ_TIMEOUT`] to send a request's head, and
-//! `MCP_EXEC_HTTP_STALL_TIMEOUT` for a write (or a `/files` body frame) to
-//! make progress. Sessions idle for `MCP_EXEC_HTTP_SESSION_IDLE` with no
+//! never read: the connection closes). Every connection bound — the cap and
+//! who is evicted at it, the first-byte and head deadlines, the write-stall
+//! bound, the peer rule without a token — is the floor's
+//! ([`crate::net`]), the same on every listener; `/files` bounds a stalled
+//! body frame by `MCP_EXEC_HTTP_STALL_TIMEOUT` too. Sessions idle for `MCP_EXEC_HTTP_SESSION_IDLE` with no
 //! request in flight end (implicitly: nothing of theirs is in flight), and
 //! past `MCP_EXEC_HTTP_MAX_SESSIONS` the least recently used idle one ends.
 
 pub mod body;
-mod conns;
 mod exec;
 pub(in crate::server::transport) mod files;
 pub mod guard;
@@ -62,41 +55,29 @@ mod read;
 pub(in crate::server::transport) mod reply;
 mod routing;
 pub mod settings;
-mod stall;
 mod state;
 mod tty;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::sandboxd::{self, rest::SandboxdRest};
+use crate::net::{
+    self,
+    accept::{self, Peers, Protocol},
+};
 use crate::tools::App;
-use conns::{Admission, ConnSlot, Conns};
 use reply::{HttpReply, status};
 pub use settings::HttpSettings;
 use state::Active;
 use state::{HttpSession, HttpState, lock};
 
-/// A client must send a request's head within this, or it is dropped
-/// (SPEC §11: slow clients cannot pin connections).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection that sends nothing at all within this is dropped: much
-/// shorter than [`HEADER_READ_TIMEOUT`], since a client that connects sends
-/// its request at once, and a silent connection only holds a slot.
-pub const SILENT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The largest request head (request line and headers).
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// How long after the last byte of a response a finished request still
 /// counts as in flight at shutdown: hyper may hold the tail in its write
 /// buffer after it dropped the body.
@@ -159,25 +140,49 @@ pub async fn start(
         .filter(|a| a.port() == 0 || Some(*a) != addr);
     let shares = sandboxd.is_some() && sandboxd_addr.is_none();
     let state = HttpState::new(app, settings, sandboxd, shares, shutdown);
+    let stall = state.app.config.http_stall_timeout;
+    let share = state.app.config.connection_share;
+    let main_peers = match (&state.settings, &state.sandboxd) {
+        (Some(s), _) if s.token.is_none() => Peers::SameUid,
+        (_, Some(rest)) if shares && !rest.auth().has_token() => Peers::Mark,
+        _ => Peers::Any,
+    };
+    let rest_peers = match &state.sandboxd {
+        Some(rest) if !rest.auth().has_token() => Peers::SameUid,
+        _ => Peers::Any,
+    };
     for (addr, kind, what) in [
         (addr, 0, "HTTP"),
         (metrics, 1, "metrics"),
         (sandboxd_addr, 2, "sandboxd REST"),
     ] {
         let Some(addr) = addr else { continue };
-        let socket = TcpListener::bind(addr).await.map_err(|e| {
-            std::io::Error::new(e.kind(), format!("binding {addr} for {what}: {e}"))
-        })?;
+        let socket = accept::bind(addr, what).await?;
         let bound = socket.local_addr()?;
-        tracing::info!(%bound, "listening for {what}");
-        eprintln!("mcp-exec: listening for {what} on {bound}");
-        let listener = match kind {
-            0 => Listener::Main,
-            1 => Listener::Metrics(bound),
-            _ => Listener::Sandboxd,
+        let (listener, name, peers) = match kind {
+            0 => (Listener::Main, "mcp", main_peers),
+            // It serves no job and no file: anyone may read the probes.
+            1 => (Listener::Metrics(bound), "metrics", Peers::Any),
+            _ => (Listener::Sandboxd, "sandboxd-rest", rest_peers),
         };
-        let conns = Conns::new(max_connections);
-        tokio::spawn(accept(socket, Arc::clone(&state), listener, conns));
+        let floor = accept::Listener {
+            name,
+            protocol: Protocol::Http1,
+            max_connections: max_connections.min(share),
+            stall,
+            peers,
+            stop: None,
+        };
+        let state = Arc::clone(&state);
+        accept::serve(socket, floor, move |conn| {
+            let (state, foreign) = (Arc::clone(&state), conn.foreign);
+            let checked = Arc::clone(&state);
+            net::http::http1(
+                conn,
+                move |req| authorized(&checked, listener, req),
+                move |req| handle(Arc::clone(&state), listener, foreign, req),
+            )
+        });
     }
     if let Some(idle) = idle {
         tokio::spawn(state::expire_idle(Arc::clone(&state), idle));
@@ -208,179 +213,28 @@ impl Http {
     }
 }
 
-/// Accepts every connection, at once: the table ([`conns`]) decides
-/// whether it gets a slot (perhaps one taken from an idle unauthenticated
-/// connection) or a `503` and a close. Never waiting here is what keeps the
-/// kernel's backlog empty, so a token holder's SYN is always answered.
-async fn accept(socket: TcpListener, state: Arc<HttpState>, listener: Listener, conns: Arc<Conns>) {
-    let late = Arc::new(LateWaiters::default());
-    loop {
-        let stream = match socket.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(error = %e, "accepting an HTTP connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        // Without TCP_NODELAY, Nagle holds a small response's last segment
-        // until the client ACKs the previous one, and a client that delays
-        // its ACKs (Linux: up to 40 ms) stalls every small answer that long.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "setting TCP_NODELAY");
-        }
-        // Whether its bytes are already here, without waiting: a token
-        // holder's request usually is, and it must not be taken for silent.
-        let heard = rustix::net::recv(
-            &stream,
-            &mut [0u8; 1][..],
-            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
-        )
-        .is_ok_and(|(n, _)| n > 0);
-        match conns.admit(heard) {
-            Admission::Admitted(slot) => {
-                tokio::spawn(serve(stream, Arc::clone(&state), listener, Arc::new(slot)));
-            }
-            // A silent newcomer may only be slow to send (a token holder on a
-            // loaded machine): it gets up to the grace a silent connection
-            // has, then asks again as one that has sent bytes. A bounded
-            // number wait at once; past that it is refused at once.
-            // A bounded number wait at once: the newest newcomer displaces the
-            // longest waiting one, so under a flood of silent connections each
-            // still gets (waiters ÷ arrival rate) to send, never nothing.
-            Admission::Full if !heard => {
-                let (id, displaced) = late.enter();
-                let (state, conns, late) =
-                    (Arc::clone(&state), Arc::clone(&conns), Arc::clone(&late));
-                tokio::spawn(async move {
-                    let mut first = [0u8; 1];
-                    let peeked = tokio::select! {
-                        p = tokio::time::timeout(conns::GRACE, stream.peek(&mut first)) => Some(p),
-                        () = displaced.cancelled() => None,
-                    };
-                    late.leave(id);
-                    let heard = matches!(peeked, Some(Ok(Ok(n))) if n > 0);
-                    match (heard, heard.then(|| conns.admit(true))) {
-                        (true, Some(Admission::Admitted(slot))) => {
-                            serve(stream, state, listener, Arc::new(slot)).await;
-                        }
-                        _ => refuse(&stream),
-                    }
-                });
-            }
-            Admission::Full => refuse(&stream),
-        }
-    }
-}
-
-/// How many silent newcomers past the limit may wait at once for their
-/// first bytes ([`accept`]): each holds a descriptor for up to
-/// [`conns::GRACE`].
-const LATE_WAITERS: usize = 64;
-
-/// The silent newcomers waiting for their first bytes, oldest first: at
-/// most [`LATE_WAITERS`]; one more displaces the oldest (cancels its wait,
-/// and it is refused as before).
-#[derive(Default)]
-struct LateWaiters(std::sync::Mutex<(u64, std::collections::VecDeque<(u64, CancellationToken)>)>);
-
-impl LateWaiters {
-    /// A new waiter: its id and the token cancelled if it is displaced.
-    fn enter(&self) -> (u64, CancellationToken) {
-        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (next, waiting) = &mut *w;
-        *next += 1;
-        let id = *next;
-        if waiting.len() >= LATE_WAITERS
-            && let Some((_, oldest)) = waiting.pop_front()
-        {
-            oldest.cancel();
-        }
-        let token = CancellationToken::new();
-        waiting.push_back((id, token.clone()));
-        (id, token)
-    }
-
-    /// Waiter `id` is done (heard, timed out or displaced).
-    fn leave(&self, id: u64) {
-        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        w.1.retain(|(i, _)| *i != id);
-    }
-}
-
-/// The answer to a connection past the limit when no slot could be freed:
-/// written without waiting (the socket's buffer is empty), then closed.
-fn refuse(stream: &TcpStream) {
-    let body = "{\"error\":\"every connection is in use (MCP_EXEC_HTTP_MAX_CONNECTIONS); \
-                retry\"}\n";
-    let full = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.try_write(full.as_bytes());
-    crate::metrics::http_connection_dropped("refused");
-}
-
-/// Serves one connection: it must send a first byte within
-/// [`SILENT_TIMEOUT`], then hyper serves it until it ends, times out, or
-/// is evicted for a newcomer.
-async fn serve(stream: TcpStream, state: Arc<HttpState>, listener: Listener, slot: Arc<ConnSlot>) {
-    let evicted = slot.evicted().clone();
-    // `peek`, not `readable()`: readiness may be reported before any byte
-    // has arrived, and a silent connection must stay evictable first.
-    let mut first = [0u8; 1];
-    let first = tokio::select! {
-        first = tokio::time::timeout(SILENT_TIMEOUT, stream.peek(&mut first)) => first,
-        () = evicted.cancelled() => return,
-    };
-    match first {
-        Ok(Ok(n)) if n > 0 => slot.heard(),
-        // Closed before a byte, or an error.
-        Ok(_) => return,
-        Err(_) => {
-            crate::metrics::http_connection_dropped("silent");
-            return;
-        }
-    }
-    let stall = state.app.config.http_stall_timeout;
-    let service =
-        service_fn(move |req| handle(Arc::clone(&state), listener, Arc::clone(&slot), req));
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(MAX_HEAD_BYTES);
-    let io = stall::Stalls::new(TokioIo::new(stream), stall);
-    tokio::select! {
-        // A WebSocket (`/jobs/<id>/tty`) takes the connection over.
-        served = builder.serve_connection(io, service).with_upgrades() => {
-            if let Err(e) = served {
-                tracing::debug!(error = %e, "HTTP connection ended");
-            }
-        }
-        // Dropping the connection closes the socket.
-        () = evicted.cancelled() => {}
-    }
-}
-
 /// Serves one request; the response counts as in flight until its body is
-/// dropped.
+/// dropped. `foreign` is the uid of a local peer of another user, when the
+/// listener marks them (for sandboxd's `/v1/` paths without a token).
 async fn handle(
     state: Arc<HttpState>,
     listener: Listener,
-    slot: Arc<ConnSlot>,
+    foreign: Option<u32>,
     req: Request<Incoming>,
-) -> Result<HttpReply, Infallible> {
-    let authorized = match (listener, &state.settings) {
+) -> HttpReply {
+    let active = Active::new(&state);
+    let mut reply = route(&state, listener, foreign, req).await;
+    reply.body_mut().hold(active);
+    reply
+}
+
+/// Whether a request carries the main listener's token (always, when none
+/// is set); on the other listeners none does.
+fn authorized(state: &HttpState, listener: Listener, req: &Request<Incoming>) -> bool {
+    match (listener, &state.settings) {
         (Listener::Main, Some(s)) => guard::authorized(s, req.headers()),
         _ => false,
-    };
-    let active = Active::new(&state, slot.serving(authorized));
-    let mut reply = route(&state, listener, req).await;
-    reply.body_mut().hold(active);
-    Ok(reply)
+    }
 }
 
 /// The `<id>` of `/jobs/<id>/tty`.
@@ -391,7 +245,12 @@ fn tty_job(path: &str) -> Option<&str> {
 /// The guard, then the endpoint. The metrics listener serves the probes
 /// only, without a token; on the main one the probes pass `Host` and
 /// `Origin` but need no token, everything else needs it.
-async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming>) -> HttpReply {
+async fn route(
+    state: &Arc<HttpState>,
+    listener: Listener,
+    foreign: Option<u32>,
+    req: Request<Incoming>,
+) -> HttpReply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     if let Err(why) = guard::one_host(req.headers()) {
@@ -405,6 +264,17 @@ async fn route(state: &Arc<HttpState>, listener: Listener, req: Request<Incoming
                 && state.sandboxd_shares_main
                 && (path == "/v1" || path.starts_with("/v1/"))))
     {
+        // The identity rule of a listener without a token (docs/security.md).
+        if let Some(uid) = foreign.filter(|_| !rest.auth().has_token()) {
+            return status(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "sandboxd's paths check no token here, so they serve no local process of \
+                     another user (uid {uid}): set MCP_EXEC_HTTP_TOKEN_FILE and send the token \
+                     (docs/security.md)"
+                ),
+            );
+        }
         return sandboxd::rest::handle(rest, &state.app, state.shutdown.is_cancelled(), req).await;
     }
     let settings = match (listener, &state.settings) {

@@ -17,7 +17,6 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpSettings;
-use super::conns::InUse;
 use crate::server::session::McpSession;
 use crate::server::transport::sandboxd::rest::SandboxdRest;
 use crate::tools::App;
@@ -159,15 +158,12 @@ pub(super) async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
 
 /// Counts a request as in flight until dropped (it travels in the body),
 /// and keeps its connection marked as serving ([`InUse`]).
-pub struct Active(
-    Arc<HttpState>,
-    #[expect(dead_code, reason = "held for its Drop")] InUse,
-);
+pub struct Active(Arc<HttpState>);
 
 impl Active {
-    pub(super) fn new(state: &Arc<HttpState>, conn: InUse) -> Active {
+    pub(super) fn new(state: &Arc<HttpState>) -> Active {
         state.active.send_modify(|n| *n += 1);
-        Active(Arc::clone(state), conn)
+        Active(Arc::clone(state))
     }
 }
 

@@ -47,19 +47,14 @@
 //! breaker is open), `UNIMPLEMENTED` (another method or a compressed
 //! message).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
-use hyper::server::conn::http2;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Code, GrpcBody, Reply, Status, pb};
@@ -68,6 +63,10 @@ use crate::jobs::result::JobResult;
 use crate::jobs::{
     Event, Job, JobId, JobSignalError, LaunchError, Launched, Owner, Plan, StdinError, Stream,
     TerminalError,
+};
+use crate::net::{
+    self,
+    accept::{self, Peers, Protocol},
 };
 use crate::protocol::version::{LATEST, Revision};
 use crate::server::transport::platform::{PlatformAuth, Refusal};
@@ -82,63 +81,42 @@ const CHUNK: u64 = 64 * 1024;
 /// (the `kill` tool's default).
 const SIGNAL_WAIT: Duration = Duration::from_secs(5);
 
-/// Binds `auth`'s address and serves `ProcessService` until the process exits; the
-/// bound address is printed on stderr (`mcp-exec: listening for sandboxd
-/// gRPC on ADDR`: a port of 0 picks a free one).
+/// Binds `auth`'s address and serves `ProcessService` through the floor
+/// until shutdown begins (open streams go on: the jobs' shutdown ends their
+/// jobs, and each stream then says how its job ended); the bound address is
+/// printed on stderr (`mcp-exec: listening for sandboxd gRPC on ADDR`: a
+/// port of 0 picks a free one).
 pub async fn start(
     auth: PlatformAuth,
     app: Arc<App>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let addr = auth.addr();
-    let socket = TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(e.kind(), format!("binding {addr} for sandboxd gRPC: {e}"))
-    })?;
-    let bound = socket.local_addr()?;
-    tracing::info!(%bound, "listening for sandboxd gRPC");
-    eprintln!("mcp-exec: listening for sandboxd gRPC on {bound}");
-    tokio::spawn(accept(socket, app, Arc::new(auth), shutdown.clone()));
+    let socket = accept::bind(auth.addr(), "sandboxd gRPC").await?;
+    let floor = accept::Listener {
+        name: "sandboxd-grpc",
+        protocol: Protocol::Http2,
+        max_connections: app
+            .config
+            .http_max_connections_or_default()
+            .min(app.config.connection_share),
+        stall: app.config.http_stall_timeout,
+        peers: if auth.has_token() {
+            Peers::Any
+        } else {
+            Peers::SameUid
+        },
+        stop: Some(shutdown.clone()),
+    };
+    let auth = Arc::new(auth);
+    accept::serve(socket, floor, move |conn| {
+        let (app, auth, checked) = (Arc::clone(&app), Arc::clone(&auth), Arc::clone(&auth));
+        net::http::http2(
+            conn,
+            move |req| checked.check(req.uri(), req.headers()).is_ok(),
+            move |req| handle(Arc::clone(&app), Arc::clone(&auth), req),
+        )
+    });
     Ok(())
-}
-
-/// Accepts connections until shutdown begins; each is served in a task of
-/// its own.
-async fn accept(
-    socket: TcpListener,
-    app: Arc<App>,
-    auth: Arc<PlatformAuth>,
-    shutdown: CancellationToken,
-) {
-    loop {
-        let stream = tokio::select! {
-            accepted = socket.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accepting a sandboxd gRPC connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => return,
-        };
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "setting TCP_NODELAY");
-        }
-        let app = Arc::clone(&app);
-        let auth = Arc::clone(&auth);
-        // Open streams stay up through shutdown: the jobs' shutdown ends
-        // their jobs, and each stream then says how its job ended.
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handle(Arc::clone(&app), Arc::clone(&auth), req));
-            let conn = http2::Builder::new(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "a sandboxd gRPC connection ended");
-            }
-        });
-    }
 }
 
 /// One request: read its message, answer `200 application/grpc` at once,
@@ -147,7 +125,7 @@ async fn handle(
     app: Arc<App>,
     auth: Arc<PlatformAuth>,
     req: Request<Incoming>,
-) -> Result<Response<GrpcBody>, Infallible> {
+) -> Response<GrpcBody> {
     let (body, reply) = wire::reply();
     let mut response = Response::new(body);
     response.headers_mut().insert(
@@ -162,7 +140,7 @@ async fn handle(
             Refusal::Token(_) => Code::Unauthenticated,
         };
         tokio::spawn(reply.finish(Err(Status::new(code, refusal.message()))));
-        return Ok(response);
+        return response;
     }
     let method = req
         .uri()
@@ -190,7 +168,7 @@ async fn handle(
         };
         reply.finish(status).await;
     });
-    Ok(response)
+    response
 }
 
 /// Runs method `method` and finishes `reply`.

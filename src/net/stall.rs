@@ -7,7 +7,7 @@
 //! Only *stalls* count: the timer starts when a write or flush finds the
 //! socket full and is reset by any progress, so a slow but moving transfer
 //! is never cut. Reading is bounded elsewhere: the head by hyper's header
-//! timeout, bodies by their handlers (`read.rs`, `files.rs`).
+//! timeout, bodies by their handlers.
 
 use std::future::Future;
 use std::io;
@@ -19,7 +19,7 @@ use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::time::Sleep;
 
 /// `T` whose writes fail after `limit` without progress.
-pub(super) struct Stalls<T> {
+pub struct Stalls<T> {
     inner: T,
     limit: Duration,
     /// Armed while a write or flush is pending.
@@ -27,7 +27,7 @@ pub(super) struct Stalls<T> {
 }
 
 impl<T> Stalls<T> {
-    pub(super) fn new(inner: T, limit: Duration) -> Stalls<T> {
+    pub fn new(inner: T, limit: Duration) -> Stalls<T> {
         Stalls {
             inner,
             limit,

@@ -42,13 +42,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::state::lock;
-
 /// How long a silent connection is safe from a silent newcomer: its
 /// first bytes may be on their way (or seen by the kernel and not yet by
 /// its task), and a newcomer that has sent nothing either has no better
 /// claim to the slot.
-pub(super) const GRACE: Duration = Duration::from_millis(250);
+pub const GRACE: Duration = Duration::from_millis(250);
 
 /// One open connection's entry.
 struct Conn {
@@ -62,10 +60,14 @@ struct Conn {
     authorized: bool,
     /// Cancelled to evict it.
     evict: CancellationToken,
+    /// Since when no request of it has been served (while `busy` is 0).
+    idle_since: Instant,
 }
 
 /// A listener's open connections, keyed by accept order (oldest first).
-pub(super) struct Conns {
+pub struct Conns {
+    /// The listener's name, for the metrics.
+    listener: &'static str,
     max: usize,
     table: Mutex<Table>,
 }
@@ -77,7 +79,7 @@ struct Table {
 }
 
 /// What [`Conns::admit`] decided for a new connection.
-pub(super) enum Admission {
+pub enum Admission {
     /// It has a slot: serve it until `evicted` is cancelled or it ends.
     Admitted(ConnSlot),
     /// Every slot is held by a connection worth keeping: answer `503`, close.
@@ -86,8 +88,9 @@ pub(super) enum Admission {
 
 impl Conns {
     /// A table of at most `max` connections (at least 1).
-    pub(super) fn new(max: usize) -> Arc<Conns> {
+    pub fn new(listener: &'static str, max: usize) -> Arc<Conns> {
         Arc::new(Conns {
+            listener,
             max: max.max(1),
             table: Mutex::default(),
         })
@@ -96,7 +99,7 @@ impl Conns {
     /// A slot for a connection just accepted, which has already sent bytes
     /// (`heard`) or not: a free one, or one taken from the connection least
     /// worth keeping (see the module doc).
-    pub(super) fn admit(self: &Arc<Conns>, heard: bool) -> Admission {
+    pub fn admit(self: &Arc<Conns>, heard: bool) -> Admission {
         let now = Instant::now();
         let mut t = lock(&self.table);
         if t.open.len() >= self.max {
@@ -119,7 +122,7 @@ impl Conns {
             };
             if let Some(c) = t.open.remove(&victim) {
                 c.evict.cancel();
-                crate::metrics::http_connection_dropped("evicted");
+                crate::metrics::http_connection_dropped(self.listener, "evicted");
             }
         }
         let id = t.next;
@@ -133,6 +136,7 @@ impl Conns {
                 accepted: now,
                 authorized: false,
                 evict: evict.clone(),
+                idle_since: now,
             },
         );
         Admission::Admitted(ConnSlot {
@@ -156,7 +160,7 @@ impl Conns {
 }
 
 /// A connection's place in the table; dropping it frees the slot.
-pub(super) struct ConnSlot {
+pub struct ConnSlot {
     conns: Arc<Conns>,
     id: u64,
     evict: CancellationToken,
@@ -164,25 +168,34 @@ pub(super) struct ConnSlot {
 
 impl ConnSlot {
     /// Cancelled when the connection is evicted.
-    pub(super) fn evicted(&self) -> &CancellationToken {
+    pub fn evicted(&self) -> &CancellationToken {
         &self.evict
     }
 
     /// The connection has sent its first byte.
-    pub(super) fn heard(&self) {
+    pub fn heard(&self) {
         self.conns.with(self.id, |c| c.heard = true);
     }
 
     /// A request of it is being served until the returned guard drops;
     /// `authorized` says whether it carried the token (then the connection
     /// is never evicted).
-    pub(super) fn serving(self: &Arc<ConnSlot>, authorized: bool) -> InUse {
+    pub fn serving(self: &Arc<ConnSlot>, authorized: bool) -> InUse {
         self.conns.with(self.id, |c| {
             c.busy += 1;
             c.heard = true;
             c.authorized |= authorized;
         });
         InUse(Arc::clone(self))
+    }
+
+    /// How long no request of it has been served, and whether any request
+    /// on it carried the token; `None` while one is being served.
+    #[cfg_attr(not(feature = "sandboxd"), allow(dead_code))]
+    pub fn idle(&self) -> Option<(Duration, bool)> {
+        let t = lock(&self.conns.table);
+        let c = t.open.get(&self.id)?;
+        (c.busy == 0).then(|| (c.idle_since.elapsed(), c.authorized))
     }
 }
 
@@ -197,10 +210,17 @@ pub struct InUse(Arc<ConnSlot>);
 
 impl Drop for InUse {
     fn drop(&mut self) {
-        self.0
-            .conns
-            .with(self.0.id, |c| c.busy = c.busy.saturating_sub(1));
+        self.0.conns.with(self.0.id, |c| {
+            c.busy = c.busy.saturating_sub(1);
+            if c.busy == 0 {
+                c.idle_since = Instant::now();
+            }
+        });
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
@@ -220,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_newcomer_that_has_sent_bytes_evicts_the_oldest_silent_connection_first() {
-        let conns = Conns::new(3);
+        let conns = Conns::new("test", 3);
         let spoke = admitted(&conns, true);
         let silent_old = admitted(&conns, false);
         let silent_new = admitted(&conns, false);
@@ -232,7 +252,7 @@ mod tests {
 
     #[test]
     fn one_that_has_spoken_is_evicted_only_when_none_is_silent() {
-        let conns = Conns::new(2);
+        let conns = Conns::new("test", 2);
         let a = admitted(&conns, true);
         let b = admitted(&conns, false);
         b.heard();
@@ -242,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_silent_newcomer_evicts_only_a_silent_connection_older_than_the_grace() {
-        let conns = Conns::new(2);
+        let conns = Conns::new("test", 2);
         let spoke = admitted(&conns, true);
         let young = admitted(&conns, false);
         assert!(matches!(conns.admit(false), Admission::Full));
@@ -254,7 +274,7 @@ mod tests {
 
     #[test]
     fn a_token_holder_or_a_request_being_served_is_never_evicted_so_the_newcomer_is_refused() {
-        let conns = Conns::new(2);
+        let conns = Conns::new("test", 2);
         let holder = admitted(&conns, true);
         drop(holder.serving(true));
         let serving = admitted(&conns, true);
@@ -266,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_closed_connection_frees_its_slot() {
-        let conns = Conns::new(1);
+        let conns = Conns::new("test", 1);
         let holder = admitted(&conns, true);
         drop(holder.serving(true));
         assert!(matches!(conns.admit(true), Admission::Full));

@@ -1,0 +1,176 @@
+//! HTTP/1.1 and HTTP/2 on an admitted [`Connection`], with the limits every
+//! listener of that protocol gets from here and nowhere else:
+//!
+//! - HTTP/1.1: [`HEADER_READ_TIMEOUT`] to send a request's head (also the
+//!   idle time between keep-alive requests), heads of at most
+//!   [`MAX_HEAD_BYTES`], upgrades (WebSockets) where a handler asks;
+//! - HTTP/2: at most [`H2_MAX_STREAMS`] concurrent streams, header lists of
+//!   at most [`MAX_HEAD_BYTES`] (which also bounds a CONTINUATION flood:
+//!   h2 refuses a header block past it), frames of at most 16 KiB (h2's
+//!   default), h2's own bounds on pending and locally caused resets (rapid
+//!   reset), and a connection with no stream open is closed gracefully
+//!   (`GOAWAY`) after [`HEADER_READ_TIMEOUT`] when it never carried the
+//!   token, after [`H2_IDLE`] when it did — the preface-only or
+//!   SETTINGS-only connection of a flood does not stay.
+//!
+//! Each request is marked as being served in the connection table from
+//! when its head arrives until its response body is dropped, with whether
+//! it carried the token (`authorized`): a connection serving a request, or
+//! of a token holder, is never evicted for a newcomer ([`super::conns`]).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+#[cfg(feature = "sandboxd")]
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+#[cfg(feature = "sandboxd")]
+use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::TokioTimer;
+
+use super::accept::Connection;
+use super::conns::InUse;
+
+/// A client must send a request's head within this, or it is dropped.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request head (request line and headers), or HTTP/2 header
+/// list.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Concurrent streams of one HTTP/2 connection.
+#[cfg(feature = "sandboxd")]
+pub const H2_MAX_STREAMS: u32 = 128;
+/// How long an HTTP/2 connection of a token holder may have no stream open.
+#[cfg(feature = "sandboxd")]
+pub const H2_IDLE: Duration = Duration::from_secs(300);
+/// How often an idle HTTP/2 connection is looked at.
+#[cfg(feature = "sandboxd")]
+const H2_IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// A response body that keeps its request marked as served until dropped.
+pub struct Held<B> {
+    inner: B,
+    _in_use: InUse,
+}
+
+impl<B: Body + Unpin> Body for Held<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Serves HTTP/1.1 on `conn` until it ends: `authorized` says whether a
+/// request carries the token, `handle` answers it.
+pub async fn http1<A, H, Fut, B>(conn: Connection, authorized: A, handle: H)
+where
+    A: Fn(&Request<Incoming>) -> bool + Send + Sync + 'static,
+    H: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let slot = Arc::clone(&conn.slot);
+    let (authorized, handle) = (Arc::new(authorized), Arc::new(handle));
+    let service = service_fn(move |req: Request<Incoming>| {
+        let in_use = slot.serving(authorized(&req));
+        let answer = handle(req);
+        async move {
+            Ok::<_, Infallible>(answer.await.map(|inner| Held {
+                inner,
+                _in_use: in_use,
+            }))
+        }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES);
+    // A WebSocket (`/jobs/<id>/tty`, a proxied port) takes the connection over.
+    if let Err(e) = builder
+        .serve_connection(conn.io, service)
+        .with_upgrades()
+        .await
+    {
+        tracing::debug!(error = %e, "an HTTP/1.1 connection ended");
+    }
+}
+
+/// Serves HTTP/2 (prior knowledge) on `conn` until it ends or stays idle
+/// too long; `authorized` and `handle` as for [`http1`].
+#[cfg(feature = "sandboxd")]
+pub async fn http2<A, H, Fut, B>(conn: Connection, authorized: A, handle: H)
+where
+    A: Fn(&Request<Incoming>) -> bool + Send + Sync + 'static,
+    H: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let slot = Arc::clone(&conn.slot);
+    let watched = Arc::clone(&conn.slot);
+    let (authorized, handle) = (Arc::new(authorized), Arc::new(handle));
+    let service = service_fn(move |req: Request<Incoming>| {
+        let in_use = slot.serving(authorized(&req));
+        let answer = handle(req);
+        async move {
+            Ok::<_, Infallible>(answer.await.map(|inner| Held {
+                inner,
+                _in_use: in_use,
+            }))
+        }
+    });
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_header_list_size(MAX_HEAD_BYTES as u32)
+        .max_frame_size(16 * 1024)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(256);
+    let served = builder.serve_connection(conn.io, service);
+    tokio::pin!(served);
+    let mut tick = tokio::time::interval(H2_IDLE_TICK);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            ended = served.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(error = %e, "an HTTP/2 connection ended");
+                }
+                return;
+            }
+            _ = tick.tick(), if !closing => {
+                let too_idle = watched.idle().is_some_and(|(idle, authorized)| {
+                    idle >= if authorized { H2_IDLE } else { HEADER_READ_TIMEOUT }
+                });
+                if too_idle {
+                    // GOAWAY: streams in flight finish, new ones go elsewhere.
+                    served.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The floor under every listener: what the MCP HTTP, metrics, envd,
+//! sandboxd REST and sandboxd gRPC listeners share, so that a limit or a
+//! fix made here reaches all of them at once. It knows nothing of jobs,
+//! tools, MCP or the server (scripts/check-layers.sh keeps it so): a
+//! listener brings its protocol's handler, the floor brings the socket.
+//!
+//! - [`accept`]: binding and announcing, the one accept loop, the silent
+//!   first-byte deadline, the refusal past the cap in the listener's own
+//!   protocol, and the peer rule of a listener without a token.
+//! - [`conns`]: a listener's table of open connections: the cap, and who is
+//!   evicted at it.
+//! - [`stall`]: the bound on writes that make no progress.
+//! - [`http`]: HTTP/1.1 and HTTP/2 on an admitted connection, with their
+//!   deadlines and limits, each request marked in the table while served.
+//! - [`peer`]: which uid owns the local socket at the other end.
+//!
+//! docs/security.md lists what every listener guarantees.
+
+pub mod accept;
+pub mod conns;
+pub mod http;
+pub mod peer;
+pub mod stall;

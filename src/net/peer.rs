@@ -1,0 +1,252 @@
+//! Who is on the other end of a TCP connection, when it is a local
+//! process: the uid that owns the peer's socket.
+//!
+//! # Why
+//! A listener that checks no token (envd and sandboxd on loopback, or with
+//! `MCP_EXEC_PLATFORM_INSECURE=1`; `--http` without a token) trusts whoever
+//! can reach it. On a root server, a job started with `user: "nobody"` can
+//! reach it too, and would act as root through it: the identity switch
+//! would mean nothing. So every listener without a token refuses a peer
+//! that is a local process of another uid than the server's (docs/security.md,
+//! "Identity across listeners"). A peer that is not local (another pod, the
+//! host through a port forward) has no socket here and is not refused: the
+//! network is then the boundary, as the start-up rule says.
+//!
+//! # How
+//! The peer's socket is the one whose local end is the connection's remote
+//! end and whose remote end is our local end. The kernel looks it up
+//! exactly for us (`NETLINK_SOCK_DIAG`, `SOCK_DIAG_BY_FAMILY` without a
+//! dump: one request, one answer, whatever the number of sockets), and the
+//! answer carries the uid that owns it (`idiag_uid`, as `/proc/net/tcp`
+//! shows it). Where netlink's socket diagnostics are missing (some
+//! sandboxed kernels), `/proc/net/tcp` and `tcp6` are read instead.
+//!
+//! # Invariants
+//! - An answer is taken only when it names exactly the 4-tuple asked for
+//!   (a listener on the peer's port is not the peer).
+//! - A lookup that fails (neither source answers) is an error, and the
+//!   caller refuses the connection: the rule fails closed.
+
+use std::io;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use rustix::net::netlink::{self, SocketAddrNetlink};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketType};
+
+/// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// `NLMSG_ERROR`.
+const NLMSG_ERROR: u16 = 2;
+/// `NLM_F_REQUEST`.
+const NLM_F_REQUEST: u16 = 1;
+/// `AF_INET`, `AF_INET6`, `IPPROTO_TCP`.
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+const IPPROTO_TCP: u8 = 6;
+/// `TCP_LISTEN`: a listening socket is never the peer.
+const TCP_LISTEN: u8 = 10;
+
+/// The uid owning the local socket at the other end of a connection from
+/// `peer` to our `local` address; `None` when the peer is not a socket of
+/// this network namespace (a remote client).
+pub fn owner(peer: SocketAddr, local: SocketAddr) -> io::Result<Option<u32>> {
+    let (peer, local) = (unmapped(peer), unmapped(local));
+    match diag(peer, local) {
+        Ok(found) => Ok(found),
+        Err(netlink_error) => proc_net(peer, local).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "looking up the owner of the peer {peer}: sock_diag: {netlink_error}; \
+                     /proc/net/tcp: {e}"
+                ),
+            )
+        }),
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 one (a dual-stack listener sees
+/// IPv4 clients so; their sockets are IPv4 sockets).
+fn unmapped(a: SocketAddr) -> SocketAddr {
+    match a.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), a.port()),
+            None => a,
+        },
+        IpAddr::V4(_) => a,
+    }
+}
+
+/// An address's 16 bytes as `inet_diag_sockid` holds it (network order;
+/// IPv4 in the first four).
+fn octets(ip: IpAddr) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    match ip {
+        IpAddr::V4(v4) => out[..4].copy_from_slice(&v4.octets()),
+        IpAddr::V6(v6) => out = v6.octets(),
+    }
+    out
+}
+
+/// The exact lookup over `NETLINK_SOCK_DIAG`.
+fn diag(peer: SocketAddr, local: SocketAddr) -> io::Result<Option<u32>> {
+    let family = if peer.is_ipv4() { AF_INET } else { AF_INET6 };
+    // struct nlmsghdr (16) + struct inet_diag_req_v2 (56).
+    let mut req = [0u8; 72];
+    req[0..4].copy_from_slice(&72u32.to_ne_bytes());
+    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    let r = &mut req[16..];
+    r[0] = family;
+    r[1] = IPPROTO_TCP;
+    // idiag_ext 0, pad 0; every state but LISTEN.
+    r[4..8].copy_from_slice(&(!(1u32 << TCP_LISTEN)).to_ne_bytes());
+    // inet_diag_sockid: the peer's socket has the peer as source.
+    let id = &mut r[8..];
+    id[0..2].copy_from_slice(&peer.port().to_be_bytes());
+    id[2..4].copy_from_slice(&local.port().to_be_bytes());
+    id[4..20].copy_from_slice(&octets(peer.ip()));
+    id[20..36].copy_from_slice(&octets(local.ip()));
+    // idiag_if 0; idiag_cookie INET_DIAG_NOCOOKIE: look up by address.
+    id[40..48].copy_from_slice(&[0xff; 8]);
+
+    let fd = rustix::net::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::DGRAM,
+        rustix::net::SocketFlags::CLOEXEC,
+        Some(netlink::SOCK_DIAG),
+    )?;
+    rustix::net::sendto(&fd, &req, SendFlags::empty(), &SocketAddrNetlink::new(0, 0))?;
+    let mut buf = [0u8; 512];
+    let n = rustix::net::recv(&fd, &mut buf[..], RecvFlags::empty())?.0;
+    let answer = &buf[..n.min(buf.len())];
+    let field = |at: usize, len: usize| {
+        answer
+            .get(at..at + len)
+            .ok_or_else(|| io::Error::other("a short sock_diag answer"))
+    };
+    let kind = u16::from_ne_bytes([field(4, 2)?[0], field(4, 2)?[1]]);
+    if kind == NLMSG_ERROR {
+        let e = field(16, 4)?;
+        let errno = -i32::from_ne_bytes([e[0], e[1], e[2], e[3]]);
+        // ENOENT: no such socket here, so the peer is not local.
+        return if errno == 2 {
+            Ok(None)
+        } else {
+            Err(io::Error::from_raw_os_error(errno))
+        };
+    }
+    if kind != SOCK_DIAG_BY_FAMILY {
+        return Err(io::Error::other(format!(
+            "a sock_diag answer of type {kind}"
+        )));
+    }
+    // struct inet_diag_msg after the header: family, state, timer, retrans,
+    // then the sockid (48), expires, rqueue, wqueue, uid.
+    let msg = field(16, 72)?;
+    let sockid = &msg[4..52];
+    let same = sockid[0..2] == peer.port().to_be_bytes()
+        && sockid[2..4] == local.port().to_be_bytes()
+        && sockid[4..20] == octets(peer.ip())
+        && sockid[20..36] == octets(local.ip());
+    if !same || msg[1] == TCP_LISTEN {
+        return Ok(None);
+    }
+    Ok(Some(u32::from_ne_bytes([
+        msg[64], msg[65], msg[66], msg[67],
+    ])))
+}
+
+/// The same lookup by reading `/proc/net/tcp` (IPv4) or `tcp6`.
+fn proc_net(peer: SocketAddr, local: SocketAddr) -> io::Result<Option<u32>> {
+    let file = if peer.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    let text = std::fs::read_to_string(file)?;
+    let (want_local, want_remote) = (proc_address(peer), proc_address(local));
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid …
+        let (Some(l), Some(r), Some(st), Some(uid)) =
+            (cols.get(1), cols.get(2), cols.get(3), cols.get(7))
+        else {
+            continue;
+        };
+        if l.eq_ignore_ascii_case(&want_local)
+            && r.eq_ignore_ascii_case(&want_remote)
+            && *st != "0A"
+        {
+            return uid
+                .parse()
+                .map(Some)
+                .map_err(|_| io::Error::other(format!("{file}: a uid of {uid:?}")));
+        }
+    }
+    Ok(None)
+}
+
+/// An address as `/proc/net/tcp{,6}` prints it: each 32-bit word of the
+/// address in host order, in hex, then `:` and the port in hex.
+fn proc_address(a: SocketAddr) -> String {
+    let words: Vec<[u8; 4]> = match a.ip() {
+        IpAddr::V4(v4) => vec![v4.octets()],
+        IpAddr::V6(v6) => Ipv6Addr::octets(&v6)
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect(),
+    };
+    let mut s = String::new();
+    for w in words {
+        s.push_str(&format!("{:08X}", u32::from_ne_bytes(w)));
+    }
+    format!("{s}:{:04X}", a.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    fn own_uid() -> u32 {
+        rustix::process::geteuid().as_raw()
+    }
+
+    #[test]
+    fn the_owner_of_a_local_peer_is_found_by_netlink_and_by_proc_net_tcp_alike() {
+        for bind in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(listener) = TcpListener::bind(bind) else {
+                continue; // no IPv6 loopback here
+            };
+            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (server_side, peer) = listener.accept().unwrap();
+            let local = server_side.local_addr().unwrap();
+            assert_eq!(peer, client.local_addr().unwrap());
+            assert_eq!(diag(peer, local).unwrap(), Some(own_uid()), "{bind}");
+            assert_eq!(proc_net(peer, local).unwrap(), Some(own_uid()), "{bind}");
+            assert_eq!(owner(peer, local).unwrap(), Some(own_uid()), "{bind}");
+        }
+    }
+
+    #[test]
+    fn a_peer_with_no_socket_here_is_not_local() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let local = listener.local_addr().unwrap();
+        // Nobody connected from this address and port.
+        let nobody: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(diag(nobody, local).unwrap(), None);
+        assert_eq!(proc_net(nobody, local).unwrap(), None);
+        // Our own listener is not the peer of a connection to itself.
+        assert_eq!(owner(local, local).unwrap(), None);
+    }
+
+    #[test]
+    fn proc_net_addresses_are_host_order_words_and_a_hex_port() {
+        let a: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(proc_address(a), "0100007F:1F90");
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:80".parse().unwrap();
+        assert_eq!(unmapped(mapped), "127.0.0.1:80".parse().unwrap());
+    }
+}
