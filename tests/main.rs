@@ -104,5 +104,7 @@ mod terminal_programs;
 
 /// envd's filesystem half (SPEC §21) through the official e2b Python SDK.
 mod envd_files;
+/// Every listener on one floor: the identity rule without a token, a flood on any listener.
+mod listeners;
 /// sandboxd's REST API (SPEC §21): wire shapes, the root, auth, the shared port, the official SDK.
 mod sandboxd_rest;

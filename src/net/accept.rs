@@ -212,27 +212,6 @@ async fn connection<F, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     let name = served.listener.name;
-    let foreign = match served.listener.peers {
-        Peers::Any => None,
-        Peers::SameUid | Peers::Mark => match foreign_peer(&stream, peer) {
-            Ok(foreign) => foreign,
-            Err(e) => {
-                tracing::warn!(listener = name, error = %e, "refusing a connection whose peer is unknown");
-                crate::metrics::http_connection_dropped(name, "foreign");
-                return;
-            }
-        },
-    };
-    if let (Some(uid), Peers::SameUid) = (foreign, served.listener.peers) {
-        tracing::warn!(
-            listener = name,
-            uid,
-            "refused a local process of another user: this listener checks no token"
-        );
-        refuse_foreign(&served.listener, &stream, uid);
-        crate::metrics::http_connection_dropped(name, "foreign");
-        return;
-    }
     let slot = Arc::new(slot);
     let evicted = slot.evicted().clone();
     // `peek`, not `readable()`: readiness may be reported before any byte
@@ -250,6 +229,30 @@ async fn connection<F, Fut>(
             crate::metrics::http_connection_dropped(name, "silent");
             return;
         }
+    }
+    // After the first bytes, so that the refusal can be read: the client's
+    // request is drained before the answer, and a close with unread bytes
+    // (a reset, which would lose the answer) does not happen.
+    let foreign = match served.listener.peers {
+        Peers::Any => None,
+        Peers::SameUid | Peers::Mark => match foreign_peer(&stream, peer) {
+            Ok(foreign) => foreign,
+            Err(e) => {
+                tracing::warn!(listener = name, error = %e, "refusing a connection whose peer is unknown");
+                crate::metrics::http_connection_dropped(name, "foreign");
+                return;
+            }
+        },
+    };
+    if let (Some(uid), Peers::SameUid) = (foreign, served.listener.peers) {
+        tracing::warn!(
+            listener = name,
+            uid,
+            "refused a local process of another user: this listener checks no token"
+        );
+        crate::metrics::http_connection_dropped(name, "foreign");
+        close_saying(stream, &foreign_refusal(&served.listener, uid)).await;
+        return;
     }
     let io = Stalls::new(TokioIo::new(stream), served.listener.stall);
     let served_conn = (served.protocol)(Connection { io, slot, foreign });
@@ -316,16 +319,38 @@ fn refuse(listener: &Listener, stream: &TcpStream) {
 }
 
 /// The answer to a local process of another uid on a listener without a token.
-fn refuse_foreign(listener: &Listener, stream: &TcpStream, uid: u32) {
+fn foreign_refusal(listener: &Listener, uid: u32) -> Vec<u8> {
     let why = format!(
         "this listener checks no token, so it serves no local process of another user \
          (uid {uid}): set MCP_EXEC_HTTP_TOKEN_FILE and send the token (docs/security.md)"
     );
-    let bytes = match listener.protocol {
+    match listener.protocol {
         Protocol::Http1 => http1_refusal(403, "Forbidden", &why, false),
         Protocol::Http2 => http2_goaway(&why),
-    };
-    let _ = stream.try_write(&bytes);
+    }
+}
+
+/// How long a refused connection is given to read its answer.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Answers `bytes` and closes so that the client reads them: what it sent
+/// is read and dropped first, then the answer, our half closed, and its
+/// bytes read until it closes too (at most [`LINGER`] in all).
+async fn close_saying(mut stream: TcpStream, bytes: &[u8]) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut sink = [0u8; 4096];
+        while let Ok(n) = stream.try_read(&mut sink) {
+            if n == 0 {
+                break;
+            }
+        }
+        stream.write_all(bytes).await?;
+        stream.shutdown().await?;
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
 }
 
 /// A whole HTTP/1.1 answer with a JSON `{"error": …}` body, closing.

@@ -77,9 +77,8 @@ fn exchange(port: u16, request: &[u8], within: Duration) -> (String, bool) {
 fn dropped(s: &Both, reason: &str) -> u64 {
     let m = http(s.port, "GET", "/metrics", &[AUTH], "");
     assert_eq!(m.status, 200, "{m:?}");
-    let needle = format!(
-        "mcp_exec_http_connections_dropped_total{{listener=\"mcp\",reason=\"{reason}\"}} "
-    );
+    let needle =
+        format!("mcp_exec_http_connections_dropped_total{{listener=\"mcp\",reason=\"{reason}\"}} ");
     m.body
         .lines()
         .find_map(|l| l.strip_prefix(needle.as_str()))
