@@ -18,8 +18,10 @@
 #      (scripts/validate-k8s.sh; the pod itself runs under `podman kube play` in step 3).
 #   Step 3 runs the bare target once more, and the signal tests on PID 1, with the servers
 #   started with HUP, INT and QUIT ignored (as under nohup or from a backgrounding script).
-#   Last, also when a step failed, it fails the run if a process it started is still alive
-#   (scripts/leftovers.sh: every process of the run carries MCP_EXEC_TEST_RUN).
+#   Last, also when a step failed, it prints the 20 slowest tests with their times
+#   (scripts/timed-runner.sh, scripts/slowest-tests.sh) and fails the run if a process it
+#   started is still alive (scripts/leftovers.sh: every process of the run carries
+#   MCP_EXEC_TEST_RUN).
 # Tests needing root/unshare/podman fail when CI is set and skip (with a
 # printed reason) elsewhere.
 set -euo pipefail
@@ -29,8 +31,17 @@ cd "$(dirname "$0")/.."
 # whatever still carries it when the run ends was left behind.
 MCP_EXEC_TEST_RUN="$$-$(date +%s%N)-$RANDOM"
 export MCP_EXEC_TEST_RUN
+# Every Rust test's time (scripts/timed-runner.sh), for the slowest-tests report.
+MCP_EXEC_TEST_TIMES=$(mktemp -t mcp-exec-test-times.XXXXXX)
+export MCP_EXEC_TEST_TIMES
+# Only on `cargo test` below: a runner applies to `cargo run` too.
+timed=(env CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/scripts/timed-runner.sh")
+started=$SECONDS
 leftovers() {
     local status=$?
+    bash scripts/slowest-tests.sh "$MCP_EXEC_TEST_TIMES" 20
+    rm -f "$MCP_EXEC_TEST_TIMES"
+    echo "scripts/test.sh: $((SECONDS - started)) s in all"
     if ! env -u MCP_EXEC_TEST_RUN bash scripts/leftovers.sh "$MCP_EXEC_TEST_RUN"; then
         echo "scripts/test.sh: the run left processes behind (listed above)" >&2
         ((status)) || status=1
@@ -64,12 +75,12 @@ if ! bash interop/run.sh --install-e2b </dev/null && [[ -n "${CI:-}" ]]; then
     exit 1
 fi
 
-cargo test --workspace --locked
+"${timed[@]}" cargo test --workspace --locked
 
 # Jobs and init mode's command start with every signal at its default whatever the server
 # inherited (issue 19 §5): the bare target once more (about 90 s here), and the signal tests
 # on PID 1, with every server started with HUP, INT and QUIT ignored (tests/support/guard.rs).
-MCP_EXEC_TEST_INHERIT_IGNORED=HUP,INT,QUIT cargo test --locked --test integration -- \
+MCP_EXEC_TEST_INHERIT_IGNORED=HUP,INT,QUIT "${timed[@]}" cargo test --locked --test integration -- \
     bare:: server_signals:: initmode::pid1:: pid1::a_job_killed_by_a_signal
 
 # Fuzzing smoke (FUZZING.md): every target briefly under libFuzzer, or on stable as
