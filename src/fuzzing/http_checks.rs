@@ -1,10 +1,10 @@
 //! Fuzz target `http_checks` (`fuzz/fuzz_targets/http_checks.rs`): HTTP request
-//! checks (server::transport::http::guard). What it checks, and how it reads
+//! checks (the floor's gate, net::gate, as the MCP listener holds it). What it checks, and how it reads
 //! its input: [`http_checks`](fn@http_checks).
 
 use super::Input;
 use crate::config::Config;
-use crate::server::transport::http::{HttpSettings, guard};
+use crate::server::transport::http::HttpSettings;
 
 /// `http_checks`: `Host`, `Origin` and `Authorization` values against the
 /// guard, on a loopback or a wildcard bind, with or without a token and an
@@ -44,6 +44,8 @@ pub fn http_checks(data: &[u8]) {
         // A blank token or a bad origin list: refused at start-up.
         Err(_) => return,
     };
+    let gate = settings.gate(settings.addr);
+    let uri = hyper::Uri::from_static("/mcp");
     let mut headers = hyper::HeaderMap::new();
     let mut put = |name: hyper::header::HeaderName, value: &[u8]| {
         if let Ok(v) = hyper::header::HeaderValue::from_bytes(value) {
@@ -66,7 +68,7 @@ pub fn http_checks(data: &[u8]) {
     };
 
     // Host: on a loopback bind, allowed exactly when it names loopback.
-    let host_ok = guard::host(&settings, &headers).is_ok();
+    let host_ok = gate.host(&uri, &headers).is_ok();
     if settings.addr.ip().is_loopback() {
         let expected = matches!(text(hyper::header::HOST), Some(Some(h)) if names_loopback(h));
         assert_eq!(host_ok, expected, "Host {:?}", text(hyper::header::HOST));
@@ -76,7 +78,7 @@ pub fn http_checks(data: &[u8]) {
 
     // Origin: absent is fine; an allowed one is http(s); by default exactly
     // the loopback names; the list's own entries are allowed.
-    let origin_ok = guard::origin(&settings, &headers).is_ok();
+    let origin_ok = gate.origin(&headers).is_ok();
     match text(hyper::header::ORIGIN) {
         None => assert!(origin_ok),
         Some(value) => {
@@ -103,14 +105,14 @@ pub fn http_checks(data: &[u8]) {
             let mut h = hyper::HeaderMap::new();
             if let Ok(v) = hyper::header::HeaderValue::from_str(&entry) {
                 h.insert(hyper::header::ORIGIN, v);
-                assert_eq!(guard::origin(&settings, &h).is_ok(), scheme_ok, "{entry:?}");
+                assert_eq!(gate.origin(&h).is_ok(), scheme_ok, "{entry:?}");
             }
         }
     }
 
     // Authorization: with a token, exactly `Bearer <token>` (scheme in any
     // case, spaces around); without one, anything.
-    let authorized = guard::authorized(&settings, &headers);
+    let authorized = gate.authorized(&headers);
     match &settings.token {
         None => assert!(authorized),
         Some(t) => {
@@ -126,7 +128,7 @@ pub fn http_checks(data: &[u8]) {
             right.extend_from_slice(t);
             if let Ok(v) = hyper::header::HeaderValue::from_bytes(&right) {
                 h.insert(hyper::header::AUTHORIZATION, v);
-                assert!(guard::authorized(&settings, &h));
+                assert!(gate.authorized(&h));
             }
         }
     }

@@ -118,7 +118,7 @@ where
 }
 
 /// Serves HTTP/2 (prior knowledge) on `conn` until it ends or stays idle
-/// too long; `authorized` and `handle` as for [`http1`].
+/// too long; `authorized` and `handle` as for [`http1()`].
 #[cfg(feature = "sandboxd")]
 pub async fn http2<A, H, Fut, B>(conn: Connection, authorized: A, handle: H)
 where

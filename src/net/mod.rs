@@ -10,6 +10,8 @@
 //! - [`conns`]: a listener's table of open connections: the cap, and who is
 //!   evicted at it.
 //! - [`stall`]: the bound on writes that make no progress.
+//! - [`gate`]: the one gate (Host, Origin, token) and the table of probes,
+//!   the paths that need no token.
 //! - [`http`]: HTTP/1.1 and HTTP/2 on an admitted connection, with their
 //!   deadlines and limits, each request marked in the table while served.
 //! - [`peer`]: which uid owns the local socket at the other end.
@@ -18,6 +20,7 @@
 
 pub mod accept;
 pub mod conns;
+pub mod gate;
 pub mod http;
 pub mod peer;
 pub mod stall;

@@ -19,29 +19,29 @@
 //!   stays the MCP listener's), so that an SDK that sends none works
 //!   beside a token-protected MCP listener in one pod.
 //!
-//! Invariant: the checks are the main HTTP listener's own ([`guard`]),
-//! not a copy; each listener only maps a [`Refusal`] to its wire (an HTTP
-//! status and body, a gRPC status).
+//! Invariant: the checks are the floor's one gate ([`crate::net::gate`]),
+//! the MCP listener's too, not a copy; each listener only maps a
+//! [`Refusal`] to its wire (an HTTP status and body, a gRPC status).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hyper::header::{self, HeaderName};
-use hyper::{HeaderMap, StatusCode, Uri};
+use hyper::header::HeaderName;
+use hyper::{HeaderMap, Uri};
 
-use super::http::guard;
-use super::http::settings::{self, Origins};
+use super::http::settings;
 use crate::config::Config;
+use crate::net::gate::Gate;
+pub use crate::net::gate::Refusal;
 
 /// envd's token header (the e2b SDK sends it when the sandbox has one).
 pub const ACCESS_TOKEN: HeaderName = HeaderName::from_static("x-access-token");
 
 /// Which platform listener (for messages and logs).
-// The gRPC and envd listeners land on their own branches (issues 22, 24).
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
     /// `--sandboxd-grpc`: `process.v1.ProcessService` over h2c.
+    #[cfg_attr(not(feature = "sandboxd"), allow(dead_code))]
     SandboxdGrpc,
     /// `--sandboxd-rest`: `/v1/files`, `/v1/health`, `/v1/metadata`.
     SandboxdRest,
@@ -59,7 +59,8 @@ impl Platform {
         }
     }
 
-    /// A short name (`sandboxd-grpc`, …).
+    /// A short name (`sandboxd-grpc`, …): the listener's name in metrics
+    /// and in the floor's table of probes.
     pub fn name(self) -> &'static str {
         match self {
             Platform::SandboxdGrpc => "sandboxd-grpc",
@@ -69,55 +70,12 @@ impl Platform {
     }
 }
 
-/// Why a request was refused; each listener renders it in its own wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// More than one `Host`: `400`.
-    Host(&'static str),
-    /// A `Host` that does not name loopback on a loopback bind, or an
-    /// `Origin` not allowed: `403`.
-    Forbidden(&'static str),
-    /// The token is set and the request does not carry it: `401` (gRPC
-    /// `UNAUTHENTICATED`).
-    Token(&'static str),
-}
-
-impl Refusal {
-    /// The HTTP status of the refusal.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Refusal::Host(_) => StatusCode::BAD_REQUEST,
-            Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
-            Refusal::Token(_) => StatusCode::UNAUTHORIZED,
-        }
-    }
-
-    /// What is wrong, for the response body (never the token).
-    pub fn message(self) -> &'static str {
-        match self {
-            Refusal::Host(m) | Refusal::Forbidden(m) | Refusal::Token(m) => m,
-        }
-    }
-}
-
-/// One platform listener's auth: where it is bound, our token, the
-/// allowed origins. Cheap to clone (the token is shared).
-#[derive(Clone)]
+/// One platform listener's auth: which it is, and its [`Gate`] (where it is
+/// bound, our token, the allowed origins, envd's own token header).
+#[derive(Debug, Clone)]
 pub struct PlatformAuth {
     platform: Platform,
-    addr: SocketAddr,
-    token: Option<Arc<[u8]>>,
-    origins: Arc<Origins>,
-}
-
-impl std::fmt::Debug for PlatformAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlatformAuth")
-            .field("platform", &self.platform)
-            .field("addr", &self.addr)
-            .field("token", &self.token.as_ref().map(|_| "<set>"))
-            .finish_non_exhaustive()
-    }
+    gate: Gate,
 }
 
 impl PlatformAuth {
@@ -129,11 +87,17 @@ impl PlatformAuth {
         allowed_without_token(platform, addr, token.is_some(), c.platform_insecure)?;
         // Insecure: the network is the boundary; the token is MCP's alone.
         let token = token.filter(|_| !c.platform_insecure);
+        // Every platform listener takes envd's header too (the SDKs of
+        // both platforms send one or the other).
+        let own_header = Some(ACCESS_TOKEN);
         Ok(PlatformAuth {
             platform,
-            addr,
-            token: token.map(Arc::from),
-            origins: Arc::new(settings::origins(c)?),
+            gate: Gate::new(
+                addr,
+                token.as_deref(),
+                Arc::new(settings::origins(c)?),
+                own_header,
+            ),
         })
     }
 
@@ -144,48 +108,29 @@ impl PlatformAuth {
 
     /// Where it is to be bound.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.gate.addr()
     }
 
     /// Whether our token is set (and so checked on every request).
     pub fn has_token(&self) -> bool {
-        self.token.is_some()
+        self.gate.has_token()
     }
 
-    /// The per-request checks, in order: one `Host`, rebinding, `Origin`,
-    /// the token. `uri` gives HTTP/2's `:authority` where no `Host` is sent.
+    /// The gate's every step: one `Host`, rebinding, `Origin`, the token.
+    /// `uri` gives HTTP/2's `:authority` where no `Host` is sent.
     pub fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
-        self.check_probe(uri, headers)?;
-        match &self.token {
-            None => Ok(()),
-            Some(token) => token_given(token, headers).map_err(Refusal::Token),
-        }
+        self.gate.check(uri, headers)
     }
 
-    /// [`PlatformAuth::check`] without the token, for health probes
-    /// (`/v1/health`, envd's `/health`).
+    /// The gate without the token, for this listener's probes (the floor's
+    /// table, [`crate::net::gate::PROBES`]).
     pub fn check_probe(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
-        guard::one_host(headers).map_err(Refusal::Host)?;
-        if self.addr.ip().is_loopback() {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .or_else(|| uri.authority().map(|a| a.as_str()));
-            if !host.is_some_and(guard::is_loopback_authority) {
-                return Err(Refusal::Forbidden(
-                    "Host must be localhost, 127.0.0.1 or [::1] on a loopback listener",
-                ));
-            }
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("").trim().to_ascii_lowercase();
-            if !self.origins.allows(&origin) {
-                return Err(Refusal::Forbidden(
-                    "Origin not allowed (MCP_EXEC_HTTP_ALLOWED_ORIGINS)",
-                ));
-            }
-        }
-        Ok(())
+        self.gate.probe(uri, headers)
+    }
+
+    /// Whether `method path` is one of this listener's probes.
+    pub fn is_probe(&self, method: &str, path: &str) -> bool {
+        crate::net::gate::is_probe(self.platform.name(), method, path)
     }
 }
 
@@ -210,30 +155,12 @@ pub fn allowed_without_token(
     ))
 }
 
-/// The token as `X-Access-Token: <t>` or `Authorization: Bearer <t>`; an
-/// `X-Access-Token` that is present decides alone (a wrong one is wrong
-/// even beside a right bearer: no header is tried after a failed one).
-fn token_given(token: &[u8], headers: &HeaderMap) -> Result<(), &'static str> {
-    if let Some(given) = headers.get(ACCESS_TOKEN) {
-        return if guard::same(given.as_bytes().trim_ascii(), token) {
-            Ok(())
-        } else {
-            Err("the access token is wrong")
-        };
-    }
-    guard::bearer(token, headers).map_err(|why| {
-        if headers.contains_key(header::AUTHORIZATION) {
-            why
-        } else {
-            "a token is required (Authorization: Bearer <token>, or X-Access-Token: <token>)"
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Secret;
+    use hyper::StatusCode;
+    use hyper::header::HeaderName;
 
     fn auth(addr: &str, token: Option<&str>) -> PlatformAuth {
         let c = Config {

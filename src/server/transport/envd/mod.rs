@@ -12,13 +12,14 @@
 //! - [`files`] serves `GET`/`POST /files`.
 //!
 //! Routing ([`route`]): `GET /health` answers `204` (envd's answer; the SDK
-//! takes any 2xx as "running"); `POST /process.Process/<M>` and
+//! takes any 2xx as "running") under the probe rule (the Host and Origin
+//! checks, no token; another method needs the token, then `405`); `POST /process.Process/<M>` and
 //! `POST /filesystem.Filesystem/<M>` go to their service's `handle` with the
 //! method name, which answers `unimplemented` for a method it does not
 //! know; `/files` goes to [`files::handle`] whatever its method; anything
 //! else is `404` (another RPC method than `POST`: `405`).
 //!
-//! Auth: every path but `/health` passes the platform rule first
+//! Auth: every path but the probe passes the platform rule first
 //! ([`PlatformAuth::check`], SPEC §21): one `Host` naming loopback on a
 //! loopback bind, an allowed `Origin`, and, when our token is set, the
 //! token as `X-Access-Token` (what the SDK sends outside debug mode) or
@@ -146,14 +147,19 @@ pub async fn start(
 async fn route(state: &Arc<EnvdState>, req: Request<Incoming>) -> Reply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
-    if path == "/health" {
-        return match method {
-            Method::GET | Method::HEAD => empty(StatusCode::NO_CONTENT),
-            _ => empty(StatusCode::METHOD_NOT_ALLOWED),
+    // A probe (the floor's table: `GET`/`HEAD /health`) keeps the Host and
+    // Origin rules and needs no token; nothing else skips the token.
+    if state.auth.is_probe(method.as_str(), &path) {
+        return match state.auth.check_probe(req.uri(), req.headers()) {
+            Ok(()) => empty(StatusCode::NO_CONTENT),
+            Err(refused) => refusal(refused),
         };
     }
     if let Err(refused) = state.auth.check(req.uri(), req.headers()) {
         return refusal(refused);
+    }
+    if path == "/health" {
+        return empty(StatusCode::METHOD_NOT_ALLOWED);
     }
     if path == "/files" {
         return files::handle(state, req).await;

@@ -4,8 +4,9 @@
 //!
 //! - [`settings`]: the listener settings, validated at start-up (they fail
 //!   closed: `main` exits 2 naming the bad one).
-//! - [`guard`]: the checks every request passes first: `Host` (DNS
-//!   rebinding, one header), `Origin`, the bearer token.
+//! - the checks every request passes first — `Host` (DNS rebinding, one
+//!   header), `Origin`, the bearer token — are the floor's one gate
+//!   ([`crate::net::gate`]); which paths are probes is its table.
 //! - [`state`]: what every handler shares: the HTTP sessions, the requests
 //!   in flight.
 //! - [`read`] and [`reply`]: reading a bounded request body; building
@@ -47,7 +48,6 @@
 pub mod body;
 mod exec;
 pub(in crate::server::transport) mod files;
-pub mod guard;
 mod mcp;
 mod ports;
 mod probes;
@@ -71,6 +71,7 @@ use super::sandboxd::{self, rest::SandboxdRest};
 use crate::net::{
     self,
     accept::{self, Peers, Protocol},
+    gate,
 };
 use crate::tools::App;
 use reply::{HttpReply, status};
@@ -231,8 +232,8 @@ async fn handle(
 /// Whether a request carries the main listener's token (always, when none
 /// is set); on the other listeners none does.
 fn authorized(state: &HttpState, listener: Listener, req: &Request<Incoming>) -> bool {
-    match (listener, &state.settings) {
-        (Listener::Main, Some(s)) => guard::authorized(s, req.headers()),
+    match (listener, &state.gate) {
+        (Listener::Main, Some(gate)) => gate.authorized(req.headers()),
         _ => false,
     }
 }
@@ -253,7 +254,7 @@ async fn route(
 ) -> HttpReply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
-    if let Err(why) = guard::one_host(req.headers()) {
+    if let Err(why) = gate::one_host(req.headers()) {
         return status(StatusCode::BAD_REQUEST, why);
     }
     // sandboxd's paths, on its own listener or on the main one when they
@@ -277,37 +278,28 @@ async fn route(
         }
         return sandboxd::rest::handle(rest, &state.app, state.shutdown.is_cancelled(), req).await;
     }
-    let settings = match (listener, &state.settings) {
+    let (name, gate) = match (listener, &state.gate) {
         (Listener::Sandboxd, _) => return status(StatusCode::NOT_FOUND, "not found"),
-        (Listener::Main, Some(s)) => s,
+        (Listener::Main, Some(gate)) => ("mcp", gate.clone()),
         // The main listener runs only with its settings.
         (Listener::Main, None) => return status(StatusCode::NOT_FOUND, "not found"),
-        (Listener::Metrics(bound), _) => {
-            // The same rebinding check as the main listener's: a page that
-            // rebinds its name to a loopback metrics port must not read it.
-            if let Err(why) = guard::host_on(bound, req.headers()) {
-                return status(StatusCode::FORBIDDEN, why);
-            }
-            return match (method, path.as_str()) {
-                (Method::GET, "/metrics") => probes::metrics(state),
-                (Method::GET, "/healthz") => probes::health(state),
-                (Method::GET, "/livez") => probes::live(),
-                _ => status(StatusCode::NOT_FOUND, "not found"),
-            };
-        }
+        // The metrics listener checks no token: it serves its probes only.
+        (Listener::Metrics(bound), _) => ("metrics", state.metrics_gate.on(bound)),
     };
-    if let Err(why) = guard::host(settings, req.headers()) {
-        return status(StatusCode::FORBIDDEN, why);
+    if let Err(refused) = gate.probe(req.uri(), req.headers()) {
+        return status(refused.status(), refused.message());
     }
-    if let Err(why) = guard::origin(settings, req.headers()) {
-        return status(StatusCode::FORBIDDEN, why);
+    if gate::is_probe(name, method.as_str(), path.as_str()) {
+        return match path.as_str() {
+            "/metrics" => probes::metrics(state),
+            "/healthz" => probes::health(state),
+            _ => probes::live(),
+        };
     }
-    match (&method, path.as_str()) {
-        (&Method::GET, "/healthz") => return probes::health(state),
-        (&Method::GET, "/livez") => return probes::live(),
-        _ => {}
+    if name == "metrics" {
+        return status(StatusCode::NOT_FOUND, "not found");
     }
-    if let Err(why) = guard::authorization(settings, req.headers()) {
+    if let Err(why) = gate.token(req.headers()) {
         let mut r = status(StatusCode::UNAUTHORIZED, why);
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -5,15 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::Config;
-
-/// Which `Origin`s may call.
-#[derive(Debug, Clone)]
-pub enum Origins {
-    /// `http(s)://localhost`, `127.0.0.1`, `[::1]`, any port.
-    Default,
-    /// `MCP_EXEC_HTTP_ALLOWED_ORIGINS`, lower-cased; `*` allows any.
-    List(Vec<String>),
-}
+use crate::net::gate::Gate;
+pub use crate::net::gate::Origins;
 
 /// The main listener's settings.
 pub struct HttpSettings {
@@ -27,6 +20,18 @@ pub struct HttpSettings {
     pub session_idle: Duration,
     /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`.
     pub max_connections: usize,
+}
+
+impl HttpSettings {
+    /// The gate of the main listener, bound on `addr`.
+    pub fn gate(&self, addr: SocketAddr) -> Gate {
+        Gate::new(
+            addr,
+            self.token.as_deref(),
+            std::sync::Arc::new(self.origins.clone()),
+            None,
+        )
+    }
 }
 
 impl std::fmt::Debug for HttpSettings {

@@ -17,6 +17,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpSettings;
+use super::settings::Origins;
+use crate::net::gate::Gate;
 use crate::server::session::McpSession;
 use crate::server::transport::sandboxd::rest::SandboxdRest;
 use crate::tools::App;
@@ -58,6 +60,10 @@ pub(super) struct HttpState {
     /// sandboxd's address is the main listener's: its `/v1/` paths are
     /// sandboxd's (SPEC §21).
     pub(super) sandboxd_shares_main: bool,
+    /// The main listener's gate (`None` when only metrics listen).
+    pub(super) gate: Option<Gate>,
+    /// The metrics listener's gate: no token; `on` its bound address.
+    pub(super) metrics_gate: Gate,
 }
 
 impl HttpState {
@@ -69,7 +75,19 @@ impl HttpState {
         sandboxd_shares_main: bool,
         shutdown: &CancellationToken,
     ) -> Arc<HttpState> {
+        let origins = settings.as_ref().map_or_else(
+            || super::settings::origins(&app.config).unwrap_or(Origins::Default),
+            |s| s.origins.clone(),
+        );
+        let metrics_gate = Gate::new(
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            None,
+            Arc::new(origins),
+            None,
+        );
         Arc::new(HttpState {
+            gate: settings.as_ref().map(|s| s.gate(s.addr)),
+            metrics_gate,
             stateless: McpSession::new(Arc::clone(&app), shutdown, "http"),
             app,
             settings,
@@ -157,7 +175,8 @@ pub(super) async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
 }
 
 /// Counts a request as in flight until dropped (it travels in the body),
-/// and keeps its connection marked as serving ([`InUse`]).
+/// for shutdown's drain; the floor marks its connection as serving
+/// ([`crate::net::conns::InUse`]) as long.
 pub struct Active(Arc<HttpState>);
 
 impl Active {
