@@ -325,7 +325,8 @@ fn help() -> String {
          --sandboxd-rest ADDR    MCP_EXEC_SANDBOXD_REST (agent-sandbox's REST API)\n  \
          --sandboxd-root DIR     MCP_EXEC_SANDBOXD_ROOT\n  \
          --sandboxd-metadata-prefix P  MCP_EXEC_SANDBOXD_METADATA_PREFIX\n  \
-         --no-stdio              serve no MCP on stdio (needs --http or --envd)\n\n\
+         --no-stdio              serve no MCP on stdio (needs --http, --envd, --sandboxd-grpc\n                          \
+         or --sandboxd-rest; --metrics-listen alone serves no job)\n\n\
          Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")
     );

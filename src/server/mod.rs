@@ -85,12 +85,6 @@ impl Listeners {
             })
             .transpose()?;
         let envd = transport::envd::EnvdSettings::from_config(config)?;
-        if config.no_stdio && http.is_none() && envd.is_none() {
-            return Err(
-                "--no-stdio needs --http (MCP_EXEC_HTTP) or --envd (MCP_EXEC_ENVD): nothing would serve"
-                    .into(),
-            );
-        }
         if config.sandboxd_grpc.is_some() && !cfg!(feature = "sandboxd") {
             return Err(
                 "MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc): this mcp-exec was built without \
@@ -111,6 +105,24 @@ impl Listeners {
                 )
             })
             .transpose()?;
+        // Any listener that serves jobs or files will do; the metrics
+        // listener serves neither, so it alone leaves nothing to serve.
+        let serves = http.is_some()
+            || envd.is_some()
+            || sandboxd_grpc.is_some()
+            || config.sandboxd_rest.is_some();
+        if config.no_stdio && !serves {
+            let metrics_only = if metrics.is_some() {
+                "; --metrics-listen (MCP_EXEC_METRICS_LISTEN) serves only metrics and health, no job or file"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "--no-stdio needs a listener that serves jobs or files: --http (MCP_EXEC_HTTP), \
+                 --envd (MCP_EXEC_ENVD), --sandboxd-grpc (MCP_EXEC_SANDBOXD_GRPC) or \
+                 --sandboxd-rest (MCP_EXEC_SANDBOXD_REST){metrics_only}: nothing would serve"
+            ));
+        }
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
