@@ -166,14 +166,13 @@ struct Policies {
 
 impl Policies {
     fn from_config(config: &Config) -> Result<Policies, String> {
-        let mut listeners = server::Listeners::from_config(config)?;
-        let http_without_token = listeners.http.as_ref().is_some_and(|h| h.token.is_none());
         let cwd = policy::cwd::CwdPolicy::from_settings(
             config.allowed_cwds.as_deref(),
             config.default_cwd.as_deref(),
         )?;
-        // Its root must lie within the cwd policy (SPEC §21, §12.5).
-        listeners.sandboxd_rest = server::SandboxdRest::from_config(config, &cwd)?;
+        // A sandboxd listener's root must lie within the cwd policy.
+        let listeners = server::Listeners::from_config(config, &cwd)?;
+        let http_without_token = listeners.http.as_ref().is_some_and(|h| h.token.is_none());
         Ok(Policies {
             jobs: policy::identity::JobPolicy::new(
                 config.job_limits.as_deref(),
