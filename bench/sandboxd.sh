@@ -11,7 +11,8 @@ n=${1:-500}
 bin=${MCP_EXEC_BIN:-target/x86_64-unknown-linux-gnu/release/mcp-exec}
 python=interop/sandboxd/.venv/bin/python
 log=$(mktemp)
-MCP_EXEC_LOG=warn "$bin" --no-stdio --http 127.0.0.1:0 --sandboxd-grpc 127.0.0.1:0 2>"$log" &
+MCP_EXEC_LOG=warn "$bin" --no-stdio --http 127.0.0.1:0 --sandboxd-grpc 127.0.0.1:0 \
+    --sandboxd-root "${TMPDIR:-/tmp}" 2>"$log" &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -f "$log"' EXIT
 port() { sed -n "s/^mcp-exec: listening for $1 on 127.0.0.1:\([0-9]*\)$/\1/p" "$log"; }

@@ -443,7 +443,7 @@ pub const VARIABLES: [(&str, &str, &str); 42] = [
     (
         "MCP_EXEC_SANDBOXD_ROOT",
         "/workspace",
-        "--sandboxd-root DIR: the directory sandboxd paths are relative to",
+        "--sandboxd-root DIR: where sandboxd paths are relative to and gRPC jobs start; must exist",
     ),
     (
         "MCP_EXEC_SANDBOXD_METADATA_PREFIX",

@@ -167,14 +167,13 @@ struct Policies {
 
 impl Policies {
     fn from_config(config: &Config) -> Result<Policies, String> {
-        let mut listeners = server::Listeners::from_config(config)?;
-        let http_without_token = listeners.http.as_ref().is_some_and(|h| h.token.is_none());
         let cwd = policy::cwd::CwdPolicy::from_settings(
             config.allowed_cwds.as_deref(),
             config.default_cwd.as_deref(),
         )?;
-        // Its root must lie within the cwd policy (SPEC §21, §12.5).
-        listeners.sandboxd_rest = server::SandboxdRest::from_config(config, &cwd)?;
+        // A sandboxd listener's root must lie within the cwd policy.
+        let listeners = server::Listeners::from_config(config, &cwd)?;
+        let http_without_token = listeners.http.as_ref().is_some_and(|h| h.token.is_none());
         Ok(Policies {
             jobs: policy::identity::JobPolicy::new(
                 config.job_limits.as_deref(),
@@ -326,7 +325,8 @@ fn help() -> String {
          --sandboxd-rest ADDR    MCP_EXEC_SANDBOXD_REST (agent-sandbox's REST API)\n  \
          --sandboxd-root DIR     MCP_EXEC_SANDBOXD_ROOT\n  \
          --sandboxd-metadata-prefix P  MCP_EXEC_SANDBOXD_METADATA_PREFIX\n  \
-         --no-stdio              serve no MCP on stdio (needs --http or --envd)\n\n\
+         --no-stdio              serve no MCP on stdio (needs --http, --envd, --sandboxd-grpc\n                          \
+         or --sandboxd-rest; --metrics-listen alone serves no job)\n\n\
          Tools (upload, download, shell_sessions and screen from protocol revision 2025-03-26 on):\n",
         env!("CARGO_PKG_VERSION")
     );

@@ -144,6 +144,27 @@ fn switches_take_yes_and_on_and_refuse_what_is_neither() {
 }
 
 #[test]
+fn no_stdio_with_only_the_metrics_listener_is_refused_because_it_serves_no_job() {
+    let out = run(&[], &["--no-stdio", "--metrics-listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = stderr(&out);
+    for listener in ["--http", "--envd", "--sandboxd-grpc", "--sandboxd-rest"] {
+        assert!(
+            err.contains(listener),
+            "the refusal names {listener}:\n{err}"
+        );
+    }
+    assert!(
+        err.contains("--metrics-listen (MCP_EXEC_METRICS_LISTEN) serves only metrics and health, no job or file"),
+        "the refusal says why the metrics listener does not count:\n{err}"
+    );
+    // Without the metrics listener the reason is not given.
+    let err = stderr(&run(&[], &["--no-stdio"]));
+    assert!(err.contains("nothing would serve"), "{err}");
+    assert!(!err.contains("serves only metrics"), "{err}");
+}
+
+#[test]
 fn the_oom_ordering_is_one_info_line_at_start_up() {
     let err = stderr(&run(&[], &[]));
     let lines: Vec<&str> = err

@@ -10,7 +10,9 @@
 //! Every target: the server listens on loopback (`MCP_EXEC_SANDBOXD_GRPC=
 //! 127.0.0.1:0`, the bound port read from stderr); the container targets
 //! share the host's network (`--network host`) so the same port is
-//! reachable. Processes are found by a unique marker in their command line
+//! reachable. The sandbox root (`MCP_EXEC_SANDBOXD_ROOT`), where jobs
+//! without a `cwd` start, is a fresh directory on the host (the container
+//! targets: `/tmp` inside). Processes are found by a unique marker in their command line
 //! in the host's /proc, which sees every target's processes.
 
 use std::io::{BufRead, BufReader, Write};
@@ -22,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::http::bound_port;
 use crate::lifecycle::{host_marker_alive, zombie_count};
-use crate::support::{LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
+use crate::support::{HostPath, LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
 
 /// The sandboxd venv's python, with the SDK and grpcio; `None` (skip) when
 /// it is missing here — in CI that fails.
@@ -40,29 +42,78 @@ fn python() -> Option<&'static str> {
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/sandboxd/client.py");
 
-/// A server with the sandboxd gRPC listener (and MCP on stdio).
+/// The working-directory policy a [`Sandboxd`] server gets.
+#[derive(Clone, Copy)]
+enum Policy {
+    /// None: jobs may start anywhere.
+    None,
+    /// `MCP_EXEC_ALLOWED_CWDS` is the sandbox root alone, and
+    /// `MCP_EXEC_DEFAULT_CWD` a directory beneath it (the container
+    /// targets: the root), so that what a gRPC `cwd` is relative to shows.
+    RootOnly,
+}
+
+/// A server with the sandboxd gRPC listener (and MCP on stdio, unless
+/// `--no-stdio`).
 struct Sandboxd {
     server: Server,
     port: u16,
     python: &'static str,
+    /// `MCP_EXEC_SANDBOXD_ROOT`, as the server sees it.
+    root: String,
+    /// The host directory behind `root`, removed when the test ends.
+    _root_dir: Option<HostPath>,
 }
 
 impl Sandboxd {
     /// `None` to skip (no venv here).
     fn start(t: Target) -> Option<Sandboxd> {
+        Sandboxd::start_with(t, &[], Policy::None)
+    }
+
+    /// With server arguments and a cwd policy; `None` to skip.
+    fn start_with(t: Target, args: &[&str], policy: Policy) -> Option<Sandboxd> {
         let python = python()?;
-        let env = [("MCP_EXEC_SANDBOXD_GRPC", "127.0.0.1:0")];
-        let mut server = if t.is_container() {
-            Server::start_with_args(t, &env, &["--network", "host"])
+        let (root, root_dir) = if t.is_container() {
+            ("/tmp".to_owned(), None)
         } else {
-            Server::start_with_cli(t, &env, &[])
+            let dir = HostPath::new("sandboxd-grpc-root");
+            std::fs::create_dir_all(&dir.0).unwrap();
+            (dir.0.clone(), Some(dir))
+        };
+        let default = if t.is_container() {
+            root.clone()
+        } else {
+            format!("{root}/default")
+        };
+        let mut all = vec![
+            ("MCP_EXEC_SANDBOXD_GRPC", "127.0.0.1:0"),
+            ("MCP_EXEC_SANDBOXD_ROOT", root.as_str()),
+        ];
+        if let Policy::RootOnly = policy {
+            if !t.is_container() {
+                std::fs::create_dir_all(&default).unwrap();
+            }
+            all.extend([
+                ("MCP_EXEC_ALLOWED_CWDS", root.as_str()),
+                ("MCP_EXEC_DEFAULT_CWD", default.as_str()),
+            ]);
+        }
+        let mut server = if t.is_container() {
+            Server::start_container(t, &all, &["--network", "host"], args)
+        } else {
+            Server::start_with_cli(t, &all, args)
         };
         let port = bound_port(&server, "sandboxd gRPC");
-        server.initialize(LATEST);
+        if !args.contains(&"--no-stdio") {
+            server.initialize(LATEST);
+        }
         Some(Sandboxd {
             server,
             port,
             python,
+            root,
+            _root_dir: root_dir,
         })
     }
 
@@ -129,6 +180,55 @@ fn sdk_commands_run_returns_output_exit_code_env_and_cwd(t: Target) {
     assert_eq!(r["exit_code"], json!(3), "{r}");
     let ok = s.sdk("sdk", &["true"]);
     assert_eq!(ok["exit_code"], json!(0), "{ok}");
+}
+
+fn sdk_commands_run_without_a_cwd_runs_in_the_sandbox_root_and_a_relative_cwd_under_it(t: Target) {
+    let Some(s) = Sandboxd::start(t) else {
+        return;
+    };
+    // Not the server's own directory (the test's, or the image's `/`).
+    let r = s.sdk("sdk", &["mkdir -p sub && pwd"]);
+    assert_eq!(r["stdout"], json!(format!("{}\n", s.root)), "{r}");
+    assert_eq!(r["exit_code"], json!(0), "{r}");
+    let sub = s.sdk("sdk", &["pwd", "{}", "sub"]);
+    assert_eq!(sub["stdout"], json!(format!("{}/sub\n", s.root)), "{sub}");
+    // A relative cwd that is missing under the root says where it looked.
+    let missing = s.sdk("sdk", &["pwd", "{}", "nope"]);
+    let error = missing["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("FAILED_PRECONDITION") && error.contains(&format!("{}/nope", s.root)),
+        "{missing}"
+    );
+}
+
+fn a_relative_cwd_that_leaves_the_cwd_policy_is_refused_as_permission_denied(t: Target) {
+    let Some(s) = Sandboxd::start_with(t, &[], Policy::RootOnly) else {
+        return;
+    };
+    // The root, not MCP_EXEC_DEFAULT_CWD, is where a gRPC job starts.
+    let inside = s.sdk("sdk", &["pwd"]);
+    assert_eq!(inside["stdout"], json!(format!("{}\n", s.root)), "{inside}");
+    // `..` of the root (not of the default) is outside the policy, which
+    // decides as for any cwd.
+    let out = s.sdk("sdk", &["pwd", "{}", ".."]);
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("PERMISSION_DENIED") && error.contains("outside the allowed directories"),
+        "{out}"
+    );
+}
+
+fn with_no_stdio_the_grpc_listener_alone_starts_and_serves_an_execute(t: Target) {
+    let Some(mut s) = Sandboxd::start_with(t, &["--no-stdio"], Policy::None) else {
+        return;
+    };
+    let r = s.client("execute", &[r#"["sh", "-c", "echo served"]"#]);
+    assert_eq!(r["exit_code"], json!(0), "{r}");
+    assert_eq!(r["stdout_head"], json!("served\n"), "{r}");
+    assert!(
+        s.server.wait_exit(Duration::from_millis(200)).is_none(),
+        "the server serves on without stdio"
+    );
 }
 
 fn sdk_command_timeout_answers_124_and_ends_the_jobs_group(t: Target) {
@@ -353,17 +453,44 @@ fn a_non_loopback_sandboxd_listener_without_a_token_refuses_to_start_with_exit_2
     );
 }
 
-/// SPEC §21: with our token set, a call must carry it (`authorization:
+#[test]
+fn a_missing_sandbox_root_with_only_the_grpc_listener_exits_2_naming_the_setting() {
+    let missing = HostPath::new("sandboxd-missing-root");
+    let mut command = Command::new(crate::support::binary());
+    command
+        .args([
+            "--sandboxd-grpc",
+            "127.0.0.1:0",
+            "--sandboxd-root",
+            &missing.0,
+        ])
+        .stdin(Stdio::null());
+    let out = crate::support::guard::output(command).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("MCP_EXEC_SANDBOXD_ROOT (--sandboxd-root)")
+            && err.contains(&missing.0)
+            && err.contains("no such file or directory"),
+        "{err}"
+    );
+    assert!(!err.contains("listening for sandboxd gRPC"), "{err}");
+}
+
+/// With our token set, a call must carry it (`authorization:
 /// Bearer`); without it, or with a wrong one, it is `UNAUTHENTICATED`.
 #[test]
 fn with_a_token_set_a_call_without_it_is_unauthenticated_and_one_with_it_runs() {
     let Some(python) = python() else {
         return;
     };
+    let root = HostPath::new("sandboxd-grpc-root");
+    std::fs::create_dir_all(&root.0).unwrap();
     let server = Server::start_with_cli(
         Target::Bare,
         &[
             ("MCP_EXEC_SANDBOXD_GRPC", "127.0.0.1:0"),
+            ("MCP_EXEC_SANDBOXD_ROOT", &root.0),
             ("MCP_EXEC_HTTP_TOKEN", "grpc-test-token"),
         ],
         &[],
@@ -372,6 +499,8 @@ fn with_a_token_set_a_call_without_it_is_unauthenticated_and_one_with_it_runs() 
         port: bound_port(&server, "sandboxd gRPC"),
         server,
         python,
+        root: root.0.clone(),
+        _root_dir: Some(root),
     };
     let r = s.client("auth", &["grpc-test-token"]);
     assert_eq!(r["none"]["code"], json!("UNAUTHENTICATED"), "{r}");
@@ -382,6 +511,9 @@ fn with_a_token_set_a_call_without_it_is_unauthenticated_and_one_with_it_runs() 
 
 crate::parity!(
     sdk_commands_run_returns_output_exit_code_env_and_cwd,
+    sdk_commands_run_without_a_cwd_runs_in_the_sandbox_root_and_a_relative_cwd_under_it,
+    a_relative_cwd_that_leaves_the_cwd_policy_is_refused_as_permission_denied,
+    with_no_stdio_the_grpc_listener_alone_starts_and_serves_an_execute,
     sdk_command_timeout_answers_124_and_ends_the_jobs_group,
     start_streams_init_stdout_stderr_and_exit_in_order_and_the_job_id_in_trailers,
     write_stdin_bytes_then_eof_reach_cat_which_then_exits,

@@ -324,6 +324,24 @@ fn traversal_and_symlinks_out_of_the_root_are_403_permission_denied(t: Target) {
     );
 }
 
+fn with_no_stdio_the_rest_listener_alone_serves_files(t: Target) {
+    let mut r = Rest::start(t, &[], &["--no-stdio"]);
+    assert_eq!(
+        call(r.port, "PUT", "/v1/files/alone.txt", b"alone").status,
+        204
+    );
+    assert_eq!(
+        call(r.port, "GET", "/v1/files/alone.txt", b"").body,
+        b"alone"
+    );
+    assert!(
+        r.server
+            .wait_exit(std::time::Duration::from_millis(200))
+            .is_none(),
+        "the server serves on without stdio"
+    );
+}
+
 fn put_and_delete_answer_with_sandboxds_codes(t: Target) {
     let r = Rest::start(t, &[], &[]);
     std::fs::create_dir_all(r.path("full/inner")).unwrap();
@@ -636,6 +654,7 @@ rest_targets!(
     a_multipart_put_writes_the_part_named_file,
     a_directory_lists_in_sandboxds_shape_with_symlinks_resolved,
     traversal_and_symlinks_out_of_the_root_are_403_permission_denied,
+    with_no_stdio_the_rest_listener_alone_serves_files,
     put_and_delete_answer_with_sandboxds_codes,
     health_and_metadata_answer_in_sandboxds_shape,
     health_is_503_unavailable_once_shutting_down,

@@ -141,6 +141,11 @@ impl AllFronts {
                 }
             }
             launch.stderr = Some(stderr.0.clone());
+            // sandboxd's root must exist at start-up (the default, /workspace, may not).
+            launch.env.push((
+                "MCP_EXEC_SANDBOXD_ROOT",
+                std::env::temp_dir().display().to_string(),
+            ));
             let mut server = Server::launch(binary, &launch)?;
             let deadline = Instant::now() + LISTEN_TIMEOUT;
             loop {

@@ -467,6 +467,8 @@ fn sdk_side_by_side(
         // the machine's ~/.bashrc out of both sides (bench/envd/sdk.sh does the same).
         .env("HOME", &home)
         .env("SHELL", "/bin/sh")
+        // sandboxd's root must exist at start-up (the default, /workspace, may not).
+        .env("MCP_EXEC_SANDBOXD_ROOT", &home)
         .env("MCP_EXEC_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

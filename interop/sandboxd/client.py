@@ -4,7 +4,8 @@ run from interop/sandboxd/.venv by tests/sandboxd.rs and bench/sandboxd.sh.
 Each mode prints one JSON line with what it saw; the Rust tests assert on it
 (and check the processes themselves). Modes:
 
-  sdk GRPC REST CMD [ENV_JSON] [CWD]   the official SDK's commands.run
+  sdk GRPC REST CMD [ENV_JSON] [CWD]   the official SDK's commands.run ({"error": …} when it
+                                       raises: the status the server answered)
   sdk-timeout GRPC REST CMD SECONDS    commands.run with command_timeout
   execute GRPC ARGV_JSON               grpcio Execute: exit code, output sizes, trailers
   start GRPC ARGV_JSON                 grpcio Start: the events in order, trailers
@@ -93,8 +94,11 @@ def main():
         cmd = rest[1]
         env = json.loads(rest[2]) if len(rest) > 2 else None
         cwd = rest[3] if len(rest) > 3 else None
-        r = sandbox(port, rest[0]).commands.run(cmd, env=env, cwd=cwd)
-        out = {"stdout": r.stdout, "stderr": r.stderr, "exit_code": r.exit_code}
+        try:
+            r = sandbox(port, rest[0]).commands.run(cmd, env=env, cwd=cwd)
+            out = {"stdout": r.stdout, "stderr": r.stderr, "exit_code": r.exit_code}
+        except RuntimeError as e:
+            out = {"error": str(e)}
     elif mode == "sdk-timeout":
         start = time.monotonic()
         r = sandbox(port, rest[0]).commands.run(rest[1], command_timeout=float(rest[2]))

@@ -48,10 +48,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::policy::cwd::CwdPolicy;
 use crate::tools::App;
 use session::McpSession;
 use transport::http;
-pub use transport::sandboxd::rest::SandboxdRest;
+use transport::sandboxd::settings::{SandboxRoot, SandboxdGrpc};
 use transport::stdio::{self, Input, Stdio};
 
 /// Which transports serve, from the listener settings (validated: an
@@ -66,16 +67,16 @@ pub struct Listeners {
     pub metrics: Option<SocketAddr>,
     /// E2B envd's listener (SPEC §21).
     pub envd: Option<transport::envd::EnvdSettings>,
-    /// sandboxd's gRPC `process.v1.ProcessService` (SPEC §21).
-    pub sandboxd_grpc: Option<transport::platform::PlatformAuth>,
-    /// sandboxd's REST API (SPEC §21); set by `main` once the cwd policy
-    /// it must lie within is built.
+    /// sandboxd's gRPC `process.v1.ProcessService` (docs/sandboxd.md).
+    pub sandboxd_grpc: Option<transport::sandboxd::settings::SandboxdGrpc>,
+    /// sandboxd's REST API (docs/sandboxd.md).
     pub sandboxd_rest: Option<transport::sandboxd::rest::SandboxdRest>,
 }
 
 impl Listeners {
-    /// Validates the listener settings of `config`.
-    pub fn from_config(config: &Config) -> Result<Listeners, String> {
+    /// Validates the listener settings of `config`; a sandboxd listener's
+    /// root must lie within `cwd`, the working-directory policy.
+    pub fn from_config(config: &Config, cwd: &CwdPolicy) -> Result<Listeners, String> {
         let http = http::HttpSettings::from_config(config)?;
         let metrics = config
             .metrics_listen
@@ -85,12 +86,6 @@ impl Listeners {
             })
             .transpose()?;
         let envd = transport::envd::EnvdSettings::from_config(config)?;
-        if config.no_stdio && http.is_none() && envd.is_none() {
-            return Err(
-                "--no-stdio needs --http (MCP_EXEC_HTTP) or --envd (MCP_EXEC_ENVD): nothing would serve"
-                    .into(),
-            );
-        }
         if config.sandboxd_grpc.is_some() && !cfg!(feature = "sandboxd") {
             return Err(
                 "MCP_EXEC_SANDBOXD_GRPC (--sandboxd-grpc): this mcp-exec was built without \
@@ -98,9 +93,9 @@ impl Listeners {
                     .into(),
             );
         }
-        // SPEC §21's start-up rule (a non-loopback listener without our
-        // token needs MCP_EXEC_PLATFORM_INSECURE=1).
-        let sandboxd_grpc = config
+        // The platform listeners' start-up rule (a non-loopback listener
+        // without our token needs MCP_EXEC_PLATFORM_INSECURE=1).
+        let grpc_auth = config
             .sandboxd_grpc
             .as_deref()
             .map(|raw| {
@@ -111,13 +106,40 @@ impl Listeners {
                 )
             })
             .transpose()?;
+        // Either sandboxd listener works in the root: it must exist at
+        // start-up, also for gRPC alone, whose jobs start there.
+        let (sandboxd_grpc, sandboxd_rest) =
+            if grpc_auth.is_some() || config.sandboxd_rest.is_some() {
+                let root = SandboxRoot::from_config(config, cwd)?;
+                let rest = transport::sandboxd::rest::SandboxdRest::from_config(config, &root)?;
+                let grpc = grpc_auth.map(|auth| SandboxdGrpc { auth, root });
+                (grpc, rest)
+            } else {
+                (None, None)
+            };
+        // Any listener that serves jobs or files will do; the metrics
+        // listener serves neither, so it alone leaves nothing to serve.
+        let serves =
+            http.is_some() || envd.is_some() || sandboxd_grpc.is_some() || sandboxd_rest.is_some();
+        if config.no_stdio && !serves {
+            let metrics_only = if metrics.is_some() {
+                "; --metrics-listen (MCP_EXEC_METRICS_LISTEN) serves only metrics and health, no job or file"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "--no-stdio needs a listener that serves jobs or files: --http (MCP_EXEC_HTTP), \
+                 --envd (MCP_EXEC_ENVD), --sandboxd-grpc (MCP_EXEC_SANDBOXD_GRPC) or \
+                 --sandboxd-rest (MCP_EXEC_SANDBOXD_REST){metrics_only}: nothing would serve"
+            ));
+        }
         Ok(Listeners {
             stdio: !config.no_stdio,
             http,
             metrics,
             envd,
             sandboxd_grpc,
-            sandboxd_rest: None,
+            sandboxd_rest,
         })
     }
 }
@@ -160,8 +182,8 @@ pub async fn run(
         || listeners.sandboxd_rest.is_some()
         || listeners.sandboxd_grpc.is_some();
     #[cfg(feature = "sandboxd")]
-    if let Some(auth) = listeners.sandboxd_grpc {
-        transport::sandboxd::grpc::start(auth, Arc::clone(&app), &shutdown).await?;
+    if let Some(grpc) = listeners.sandboxd_grpc {
+        transport::sandboxd::grpc::start(grpc, Arc::clone(&app), &shutdown).await?;
     }
     let http = if listeners.http.is_some()
         || listeners.sandboxd_rest.is_some()

@@ -18,6 +18,11 @@
 //! `output` and `kill` see them, `wait` refuses them.
 //!
 //! # Mappings (docs/sandboxd.md)
+//! - A job starts in the sandbox root (`--sandboxd-root`, checked at
+//!   start-up: [`super::settings`]) when `cwd` is unset or empty, and a
+//!   relative `cwd` is relative to the root; an absolute one is taken as
+//!   it is. The working-directory policy then decides on the result, as
+//!   for every `execute` (`PERMISSION_DENIED` outside it).
 //! - `process_id` is the number of our job id: `job-7` is process 7 (ids
 //!   count up from 1 per server, so they fit an `int32` for 2³¹−1 jobs;
 //!   past that a launch answers `RESOURCE_EXHAUSTED`).
@@ -57,6 +62,7 @@ use hyper::{Method, Request, Response};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::settings::{SandboxRoot, SandboxdGrpc};
 use super::wire::{self, Code, GrpcBody, Reply, Status, pb};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
@@ -69,7 +75,7 @@ use crate::net::{
     accept::{self, Peers, Protocol},
 };
 use crate::protocol::version::{LATEST, Revision};
-use crate::server::transport::platform::{PlatformAuth, Refusal};
+use crate::server::transport::platform::Refusal;
 use crate::tools::App;
 use crate::tools::execute;
 
@@ -81,17 +87,17 @@ const CHUNK: u64 = 64 * 1024;
 /// (the `kill` tool's default).
 const SIGNAL_WAIT: Duration = Duration::from_secs(5);
 
-/// Binds `auth`'s address and serves `ProcessService` through the floor
+/// Binds `settings`' address and serves `ProcessService` through the floor
 /// until shutdown begins (open streams go on: the jobs' shutdown ends their
 /// jobs, and each stream then says how its job ended); the bound address is
 /// printed on stderr (`mcp-exec: listening for sandboxd gRPC on ADDR`: a
 /// port of 0 picks a free one).
 pub async fn start(
-    auth: PlatformAuth,
+    settings: SandboxdGrpc,
     app: Arc<App>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let socket = accept::bind(auth.addr(), "sandboxd gRPC").await?;
+    let socket = accept::bind(settings.auth.addr(), "sandboxd gRPC").await?;
     let floor = accept::Listener {
         name: "sandboxd-grpc",
         protocol: Protocol::Http2,
@@ -100,20 +106,24 @@ pub async fn start(
             .http_max_connections_or_default()
             .min(app.config.connection_share),
         stall: app.config.http_stall_timeout,
-        peers: if auth.has_token() {
+        peers: if settings.auth.has_token() {
             Peers::Any
         } else {
             Peers::SameUid
         },
         stop: Some(shutdown.clone()),
     };
-    let auth = Arc::new(auth);
+    let settings = Arc::new(settings);
     accept::serve(socket, floor, move |conn| {
-        let (app, auth, checked) = (Arc::clone(&app), Arc::clone(&auth), Arc::clone(&auth));
+        let (app, settings, checked) = (
+            Arc::clone(&app),
+            Arc::clone(&settings),
+            Arc::clone(&settings),
+        );
         net::http::http2(
             conn,
-            move |req| checked.check(req.uri(), req.headers()).is_ok(),
-            move |req| handle(Arc::clone(&app), Arc::clone(&auth), req),
+            move |req| checked.auth.check(req.uri(), req.headers()).is_ok(),
+            move |req| handle(Arc::clone(&app), Arc::clone(&settings), req),
         )
     });
     Ok(())
@@ -123,7 +133,7 @@ pub async fn start(
 /// and run the RPC in a task that feeds the body and its trailers.
 async fn handle(
     app: Arc<App>,
-    auth: Arc<PlatformAuth>,
+    settings: Arc<SandboxdGrpc>,
     req: Request<Incoming>,
 ) -> Response<GrpcBody> {
     let (body, reply) = wire::reply();
@@ -132,8 +142,9 @@ async fn handle(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/grpc"),
     );
-    // SPEC §21's per-request rule: Host, Origin, and our token when set.
-    if let Err(refusal) = auth.check(req.uri(), req.headers()) {
+    // The platform listeners' per-request rule: Host, Origin, and our
+    // token when set.
+    if let Err(refusal) = settings.auth.check(req.uri(), req.headers()) {
         let code = match refusal {
             Refusal::Host(_) => Code::InvalidArgument,
             Refusal::Forbidden(_) => Code::PermissionDenied,
@@ -164,22 +175,32 @@ async fn handle(
                     wire::MAX_REQUEST
                 ),
             )),
-            (true, Ok(msg)) => return rpc(&app, &method, &msg, deadline, reply).await,
+            (true, Ok(msg)) => {
+                return rpc(&app, &settings.root, &method, &msg, deadline, reply).await;
+            }
         };
         reply.finish(status).await;
     });
     response
 }
 
-/// Runs method `method` and finishes `reply`.
-async fn rpc(app: &App, method: &str, msg: &[u8], deadline: Option<Duration>, mut reply: Reply) {
+/// Runs method `method` (a job's `cwd` relative to `root`) and finishes
+/// `reply`.
+async fn rpc(
+    app: &App,
+    root: &SandboxRoot,
+    method: &str,
+    msg: &[u8],
+    deadline: Option<Duration>,
+    mut reply: Reply,
+) {
     let status = match method {
         "Execute" => match wire::decode::<pb::ExecuteRequest>(msg) {
-            Ok(req) => execute(app, req, deadline, &mut reply).await,
+            Ok(req) => execute(app, root, req, deadline, &mut reply).await,
             Err(e) => Err(e),
         },
         "Start" => match wire::decode::<pb::StartRequest>(msg) {
-            Ok(req) => start_rpc(app, req, deadline, &mut reply).await,
+            Ok(req) => start_rpc(app, root, req, deadline, &mut reply).await,
             Err(e) => Err(e),
         },
         "WriteStdin" => match wire::decode::<pb::WriteStdinRequest>(msg) {
@@ -233,9 +254,10 @@ fn revision() -> Revision {
 }
 
 /// The job a request asks for, as `execute` would launch it, owned by its
-/// stream.
+/// stream; its `cwd` is the root's ([`SandboxRoot::job_cwd`]).
 fn launch(
     app: &App,
+    root: &SandboxRoot,
     config: Option<pb::ProcessConfig>,
     pty: Option<pb::Pty>,
     deadline: Option<Duration>,
@@ -247,10 +269,8 @@ fn launch(
             "config.command must name the program (argv)",
         ));
     }
-    let mut args = json!({"argv": config.command, "env": config.env_vars});
-    if let Some(cwd) = config.cwd {
-        args["cwd"] = json!(cwd);
-    }
+    let cwd = root.job_cwd(config.cwd.as_deref());
+    let mut args = json!({"argv": config.command, "env": config.env_vars, "cwd": cwd});
     if let Some(pty) = pty {
         args["tty"] = json!(true);
         // 0 (unset in proto3) takes the default size.
@@ -406,11 +426,12 @@ enum Followed {
 /// its exit code in one message.
 async fn execute(
     app: &App,
+    root: &SandboxRoot,
     req: pb::ExecuteRequest,
     deadline: Option<Duration>,
     reply: &mut Reply,
 ) -> Answer {
-    let mut l = launch(app, req.config, None, deadline)?;
+    let mut l = launch(app, root, req.config, None, deadline)?;
     l.close_stdin = true;
     let (id, close) = submit(app, l)?;
     if let Err(e) = process_id(id) {
@@ -501,11 +522,12 @@ async fn execute(
 /// `Start`: `InitEvent`, the output as it comes, `ExitEvent`.
 async fn start_rpc(
     app: &App,
+    root: &SandboxRoot,
     req: pb::StartRequest,
     deadline: Option<Duration>,
     reply: &mut Reply,
 ) -> Answer {
-    let mut l = launch(app, req.config, req.pty, deadline)?;
+    let mut l = launch(app, root, req.config, req.pty, deadline)?;
     l.close_stdin = false;
     let (id, _) = submit(app, l)?;
     let pid = match process_id(id) {

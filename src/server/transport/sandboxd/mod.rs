@@ -15,6 +15,10 @@
 //!   verbs of `jobs::Jobs`; its framing, messages and status codes are in
 //!   `wire`.
 //!
+//! - [`settings`]: what they start with, checked at start-up: the sandbox
+//!   root both share (`--sandboxd-root`, where REST's paths live and gRPC
+//!   jobs start) and the gRPC listener's settings.
+//!
 //! Every listener applies [`super::platform`]'s auth rule. docs/sandboxd.md
 //! is the user's page (the mapping, where we differ from the reference
 //! daemon).
@@ -23,5 +27,6 @@
 pub mod grpc;
 pub(in crate::server::transport) mod multipart;
 pub mod rest;
+pub mod settings;
 #[cfg(feature = "sandboxd")]
 mod wire;

@@ -43,6 +43,7 @@ use hyper::{Method, Request, StatusCode};
 use serde::Serialize;
 
 use super::multipart::{self, FilePart};
+use super::settings::SandboxRoot;
 use crate::config::Config;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
@@ -85,30 +86,18 @@ impl std::fmt::Debug for SandboxdRest {
 }
 
 impl SandboxdRest {
-    /// The façade when `--sandboxd-rest` is set: its auth (SPEC §21's
-    /// rule) and its root, which must be a directory that `main_policy`
-    /// (§12.5) allows. An `Err` names the setting; `main` exits 2.
-    pub fn from_config(
-        c: &Config,
-        main_policy: &CwdPolicy,
-    ) -> Result<Option<SandboxdRest>, String> {
+    /// The façade when `--sandboxd-rest` is set: its auth (the platform
+    /// listeners' rule) and `root`, already checked against the
+    /// working-directory policy ([`SandboxRoot::from_config`]). An `Err`
+    /// names the setting; `main` exits 2.
+    pub fn from_config(c: &Config, root: &SandboxRoot) -> Result<Option<SandboxdRest>, String> {
         let Some(raw) = &c.sandboxd_rest else {
             return Ok(None);
         };
         let auth = PlatformAuth::new(Platform::SandboxdRest, raw, c)?;
-        let root = PathBuf::from(&c.sandboxd_root);
         let name = "MCP_EXEC_SANDBOXD_ROOT (--sandboxd-root)";
-        if !root.is_absolute() {
-            return Err(format!("{name}: {root:?} is not an absolute path"));
-        }
-        let real_root = std::fs::canonicalize(&root)
-            .map_err(|e| format!("{name}: {root:?}: {}", init::errno_text(&e)))?;
-        if main_policy.open_file_dir(&real_root).is_err() {
-            return Err(format!(
-                "{name}: {}",
-                main_policy.outside_text("the sandbox root", &root)
-            ));
-        }
+        let real_root = root.real().to_path_buf();
+        let root = root.configured().to_path_buf();
         let text = real_root.to_string_lossy();
         let policy = CwdPolicy::from_settings(Some(&text), Some(&text))
             .map_err(|e| format!("{name}: {e}"))?;
