@@ -666,6 +666,34 @@ mod tests {
     }
 
     #[test]
+    fn listeners_share_half_the_descriptors_after_the_reserve_and_jobs_get_what_is_left() {
+        assert_eq!(descriptor_budget(1024, 0), (usize::MAX, 320));
+        // One listener at 1024: (960 / 2 − 64) = 416 connections, 64 late
+        // waiters, (960 − 480) / 3 = 160 jobs.
+        assert_eq!(descriptor_budget(1024, 1), (416, 160));
+        assert_eq!(descriptor_budget(20_000, 5), (1929, 3323));
+        // Never below 8 connections a listener or one job.
+        assert_eq!(descriptor_budget(100, 5), (8, 1));
+        let (c, _) = Config::from_lookup(
+            |k| match k {
+                "MCP_EXEC_ENVD" | "MCP_EXEC_HTTP" => Some("127.0.0.1:0".to_owned()),
+                _ => None,
+            },
+            1024,
+        );
+        assert_eq!((c.connection_share, c.max_running), (176, 160));
+        let (c, _) = Config::from_lookup(
+            |k| match k {
+                "MCP_EXEC_ENVD" => Some("127.0.0.1:0".to_owned()),
+                "MCP_EXEC_MAX_RUNNING" => Some("7".to_owned()),
+                _ => None,
+            },
+            1024,
+        );
+        assert_eq!(c.max_running, 7, "an explicit limit wins");
+    }
+
+    #[test]
     fn the_default_concurrency_follows_the_descriptor_limit_and_zero_means_never() {
         assert_eq!(max_running_for(1024), 320);
         assert_eq!(max_running_for(20_000), 6645);
