@@ -237,7 +237,7 @@ fn h2_served(port: u16, token: Option<&str>, within: Duration) -> Option<()> {
 
 const TOKEN: &str = "listeners-test-token-0123456789";
 
-/// A flood of silent connections (256 every 0.2 s, for 6 s) on each
+/// A flood of silent connections (256 every 0.2 s, for 3 s) on each
 /// listener in turn, with the cap at 64, while 20 clients each send one
 /// complete request to that listener at once: each is answered within 1 s.
 fn flood_every_listener(t: Target, token: Option<&str>) {
@@ -298,13 +298,13 @@ fn flood_every_listener(t: Target, token: Option<&str>) {
         ));
     }
     for (name, port, request) in &listeners {
-        let until = Instant::now() + Duration::from_secs(6);
+        let until = Instant::now() + Duration::from_secs(3);
         let flooder = std::thread::spawn({
             let port = *port;
             move || flood(port, 256, until)
         });
-        // Let the flood fill the table first.
-        std::thread::sleep(Duration::from_secs(1));
+        // Let the flood fill the table first (256 > the cap of 64).
+        std::thread::sleep(Duration::from_millis(600));
         let served: Vec<Result<Duration, String>> = std::thread::scope(|scope| {
             let clients: Vec<_> = (0..20)
                 .map(|_| {
@@ -331,6 +331,34 @@ fn flood_every_listener(t: Target, token: Option<&str>) {
                 .collect()
         });
         flooder.join().expect("the flood");
+        // The flood did fill this listener's table: its silent connections
+        // were evicted for newcomers.
+        let metrics = crate::support::http::request(
+            listeners[0].1,
+            "GET",
+            "/metrics",
+            &token
+                .map(|t| ("Authorization", format!("Bearer {t}")))
+                .iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .collect::<Vec<_>>(),
+            "",
+            Duration::from_secs(5),
+        )
+        .expect("metrics");
+        let needle = format!(
+            "mcp_exec_http_connections_dropped_total{{listener=\"{name}\",reason=\"evicted\"}} "
+        );
+        let evicted: u64 = metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix(needle.as_str()))
+            .map_or(0, |n| n.trim().parse().expect("a count"));
+        assert!(
+            evicted > 0,
+            "{name}: the flood evicted nothing:\n{}",
+            metrics.body
+        );
         let late: Vec<_> = served.iter().filter(|r| r.is_err()).collect();
         assert!(
             late.is_empty(),
