@@ -15,12 +15,17 @@
 //! - [`http`]: HTTP/1.1 and HTTP/2 on an admitted connection, with their
 //!   deadlines and limits, each request marked in the table while served.
 //! - [`peer`]: which uid owns the local socket at the other end.
+//! - [`body`] and [`reply`]: the response body of the HTTP/1.1 listeners,
+//!   and the one place that names a content type for a JSON or SSE answer
+//!   and the `{"error": …}` shape of a refusal.
 //!
 //! docs/security.md lists what every listener guarantees.
 
 pub mod accept;
+pub mod body;
 pub mod conns;
 pub mod gate;
 pub mod http;
 pub mod peer;
+pub mod reply;
 pub mod stall;

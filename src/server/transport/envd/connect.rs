@@ -37,7 +37,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::super::http::body::Body;
+use crate::net::body::Body;
 
 /// A response on the envd listener.
 pub type Reply = Response<Body>;

@@ -35,13 +35,13 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
-use super::super::http::body::Body;
 use super::super::http::files::{Frames, Received, blocking, receive, send_file};
 use super::connect::Reply;
 use super::filesystem::{Names, absolute, home};
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, read, tree};
+use crate::net::body::Body;
 use crate::tools::App;
 
 /// The most `file` parts one multipart request may carry.

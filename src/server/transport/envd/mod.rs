@@ -41,9 +41,9 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
-use super::http::body::Body;
 use super::platform::{Platform, PlatformAuth, Refusal};
 use crate::jobs::JobId;
+use crate::net::body::Body;
 use crate::net::{
     self,
     accept::{self, Peers, Protocol},

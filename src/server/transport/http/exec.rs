@@ -41,11 +41,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::read::{Accepts, read_body};
-use super::reply::{HttpReply, sse, status};
 use super::state::HttpState;
 use crate::capture::StreamSpec;
 use crate::jobs::result::{JobResult, View};
 use crate::jobs::{Event, Job, JobId, LaunchError, Launched, Owner, Stream};
+use crate::net::reply::{HttpReply, sse, status};
 use crate::protocol::version::{LATEST, Revision};
 use crate::tools::ToolError;
 use crate::tools::execute;

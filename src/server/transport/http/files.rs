@@ -74,13 +74,13 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::body::Body;
-use super::reply::{self, HttpReply, status};
 use super::state::HttpState;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::watch::{Limits, Watch, WatchEvent};
 use crate::files::{self as files, FileError, Kind, path, read, tree};
+use crate::net::body::Body;
+use crate::net::reply::{self, HttpReply, status};
 use crate::policy::cwd::CwdPolicy;
 
 /// Chunks in flight between the socket and the disk, either way.

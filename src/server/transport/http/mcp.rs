@@ -26,9 +26,9 @@ use hyper::{Request, StatusCode};
 use tokio::sync::mpsc;
 
 use super::read::{Accepts, read_body};
-use super::reply::{HttpReply, empty, json, sse, status};
 use super::routing;
 use super::state::{Busy, HttpSession, HttpState, lock, new_session_id};
+use crate::net::reply::{HttpReply, empty, json, sse, status};
 use crate::protocol::era::{Era, META_PROTOCOL_VERSION};
 use crate::protocol::version::{Revision, SUPPORTED};
 use crate::protocol::{self, ErrorCode, RequestId};

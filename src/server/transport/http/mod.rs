@@ -9,9 +9,8 @@
 //!   ([`crate::net::gate`]); which paths are probes is its table.
 //! - [`state`]: what every handler shares: the HTTP sessions, the requests
 //!   in flight.
-//! - [`read`] and [`reply`]: reading a bounded request body; building
-//!   responses (JSON, SSE, refusals).
-//! - [`body`]: the response body: whole, or a stream fed by a task.
+//! - [`read`]: reading a bounded request body; responses are built with
+//!   the floor's [`crate::net::reply`] and [`crate::net::body`].
 //! - [`mcp`]: `POST`/`DELETE /mcp`, the MCP endpoint, both eras.
 //! - [`routing`]: the 2026-07-28 routing headers checked against the body.
 //! - [`probes`]: `/livez`, `/healthz`, `/metrics`.
@@ -45,14 +44,12 @@
 //! request in flight end (implicitly: nothing of theirs is in flight), and
 //! past `MCP_EXEC_HTTP_MAX_SESSIONS` the least recently used idle one ends.
 
-pub mod body;
 mod exec;
 pub(in crate::server::transport) mod files;
 mod mcp;
 mod ports;
 mod probes;
 mod read;
-pub(in crate::server::transport) mod reply;
 mod routing;
 pub mod settings;
 mod state;
@@ -68,13 +65,13 @@ use hyper::{Method, Request, StatusCode};
 use tokio_util::sync::CancellationToken;
 
 use super::sandboxd::{self, rest::SandboxdRest};
+use crate::net::reply::{HttpReply, status};
 use crate::net::{
     self,
     accept::{self, Peers, Protocol},
     gate,
 };
 use crate::tools::App;
-use reply::{HttpReply, status};
 pub use settings::HttpSettings;
 use state::Active;
 use state::{HttpSession, HttpState, lock};

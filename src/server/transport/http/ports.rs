@@ -44,10 +44,10 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::net::TcpStream;
 
-use super::body::Body;
-use super::reply::{HttpReply, json, status};
 use super::state::HttpState;
 use crate::jobs::Port;
+use crate::net::body::Body;
+use crate::net::reply::{HttpReply, json, status};
 
 /// How long connecting to the target may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -8,9 +8,9 @@
 use hyper::StatusCode;
 use serde_json::json;
 
-use super::body::Body;
-use super::reply::{HttpReply, json, typed};
 use super::state::{HttpState, lock};
+use crate::net::body::Body;
+use crate::net::reply::{HttpReply, json, typed};
 
 /// `GET /livez`: always `200 {"status":"ok"}`.
 pub(super) fn live() -> HttpReply {

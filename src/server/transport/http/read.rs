@@ -11,8 +11,8 @@ use hyper::body::Incoming;
 use hyper::header;
 use hyper::{Request, StatusCode};
 
-use super::reply::{HttpReply, closing, status};
 use super::state::HttpState;
+use crate::net::reply::{HttpReply, closing, status};
 
 /// What the client's `Accept` allows.
 pub(super) struct Accepts {

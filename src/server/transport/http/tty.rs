@@ -53,12 +53,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::body::Body;
 use super::files::Query;
-use super::reply::{HttpReply, status};
 use super::state::HttpState;
 use crate::jobs::result::{Fields, JobResult};
 use crate::jobs::{AttachError, JobEnd, JobId, Jobs, RawEvent, RawFollowError, WriterLease};
+use crate::net::body::Body;
+use crate::net::reply::{HttpReply, status};
 use crate::protocol::version::{LATEST, Revision};
 
 /// The most output bytes one binary frame carries.

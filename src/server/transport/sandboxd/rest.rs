@@ -48,11 +48,11 @@ use crate::config::Config;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, read, tree};
+use crate::net::reply::{self, HttpReply};
 use crate::policy::cwd::CwdPolicy;
 use crate::server::transport::http::files::{
     self as http_files, blocking, json_reply, receive, send_file,
 };
-use crate::server::transport::http::reply::{self, HttpReply};
 use crate::server::transport::platform::{Platform, PlatformAuth, Refusal};
 use crate::tools::App;
 
@@ -392,7 +392,7 @@ async fn get(
         Ok(Found::Listing(_)) if head => reply::typed(
             StatusCode::OK,
             "application/json",
-            crate::server::transport::http::body::Body::empty(),
+            crate::net::body::Body::empty(),
         ),
         Ok(Found::Listing(l)) => json_reply(StatusCode::OK, &l),
         Ok(Found::File(opened, path)) => {

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::body::Body;
 
-/// A response of the HTTP transport.
+/// A response of an HTTP listener.
 pub type HttpReply = Response<Body>;
 
 /// `code` with `body` of type `content_type`.

@@ -1,8 +1,9 @@
-//! The response body: whole (with its length), a stream of chunks a task
-//! sends over a channel (SSE; a file, with its length), or a proxied
-//! port's answer as it arrives (`/ports/<n>/`). Either may hold the request's
-//! [`Active`] count, so a response counts as in flight until
-//! hyper has taken its last byte and dropped the body.
+//! The response body of every HTTP/1.1 listener: whole (with its length),
+//! a stream of chunks a task sends over a channel (SSE; a file, with its
+//! length), or a proxied port's answer as it arrives (`/ports/<n>/`). Any
+//! may hold a guard of the front-end's (the MCP listener's count of
+//! requests in flight), dropped with the body, so a response counts as in
+//! flight until hyper has taken its last byte.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -11,12 +12,10 @@ use bytes::Bytes;
 use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::sync::mpsc;
 
-use super::state::Active;
-
 /// A response body.
 pub struct Body {
     kind: Kind,
-    _active: Option<Active>,
+    _held: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 enum Kind {
@@ -33,7 +32,7 @@ impl Body {
         let bytes: Bytes = bytes.into();
         Body {
             kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
-            _active: None,
+            _held: None,
         }
     }
 
@@ -46,7 +45,7 @@ impl Body {
     pub fn stream(rx: mpsc::Receiver<Bytes>) -> Body {
         Body {
             kind: Kind::Stream(rx, None),
-            _active: None,
+            _held: None,
         }
     }
 
@@ -55,7 +54,7 @@ impl Body {
     pub fn stream_sized(rx: mpsc::Receiver<Bytes>, len: u64) -> Body {
         Body {
             kind: Kind::Stream(rx, Some(len)),
-            _active: None,
+            _held: None,
         }
     }
 
@@ -64,13 +63,13 @@ impl Body {
     pub fn upstream(body: Incoming) -> Body {
         Body {
             kind: Kind::Upstream(body),
-            _active: None,
+            _held: None,
         }
     }
 
-    /// Keeps `active` until the body is dropped.
-    pub fn hold(&mut self, active: Active) {
-        self._active = Some(active);
+    /// Keeps `guard` until the body is dropped.
+    pub fn hold(&mut self, guard: impl std::any::Any + Send + Sync) {
+        self._held = Some(Box::new(guard));
     }
 }
 
