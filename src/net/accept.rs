@@ -81,6 +81,8 @@ pub struct Listener {
     pub peers: Peers,
     /// Accepting stops when it is cancelled (open connections go on).
     pub stop: Option<CancellationToken>,
+    /// Where its requests in flight are counted, for shutdown.
+    pub in_flight: Option<super::http::InFlight>,
 }
 
 /// An admitted connection, handed to the listener's protocol.
@@ -92,6 +94,8 @@ pub struct Connection {
     /// The peer's uid, when the listener marks peers ([`Peers::Mark`]) and
     /// the peer is a local process of another uid.
     pub foreign: Option<u32>,
+    /// The listener's count of requests in flight.
+    pub in_flight: Option<super::http::InFlight>,
 }
 
 /// Binds `addr` for the listener `what` names (`HTTP`, `envd`, …) and says
@@ -255,7 +259,13 @@ async fn connection<F, Fut>(
         return;
     }
     let io = Stalls::new(TokioIo::new(stream), served.listener.stall);
-    let served_conn = (served.protocol)(Connection { io, slot, foreign });
+    let in_flight = served.listener.in_flight.clone();
+    let served_conn = (served.protocol)(Connection {
+        io,
+        slot,
+        foreign,
+        in_flight,
+    });
     tokio::select! {
         () = served_conn => {}
         // Dropping the connection closes the socket.

@@ -1,9 +1,8 @@
 //! The response body of every HTTP/1.1 listener: whole (with its length),
 //! a stream of chunks a task sends over a channel (SSE; a file, with its
-//! length), or a proxied port's answer as it arrives (`/ports/<n>/`). Any
-//! may hold a guard of the front-end's (the MCP listener's count of
-//! requests in flight), dropped with the body, so a response counts as in
-//! flight until hyper has taken its last byte.
+//! length), or a proxied port's answer as it arrives (`/ports/<n>/`). The
+//! floor wraps it ([`super::http`]) to count its request in flight until
+//! hyper has taken its last byte and dropped it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -15,7 +14,6 @@ use tokio::sync::mpsc;
 /// A response body.
 pub struct Body {
     kind: Kind,
-    _held: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 enum Kind {
@@ -32,7 +30,6 @@ impl Body {
         let bytes: Bytes = bytes.into();
         Body {
             kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
-            _held: None,
         }
     }
 
@@ -45,7 +42,6 @@ impl Body {
     pub fn stream(rx: mpsc::Receiver<Bytes>) -> Body {
         Body {
             kind: Kind::Stream(rx, None),
-            _held: None,
         }
     }
 
@@ -54,7 +50,6 @@ impl Body {
     pub fn stream_sized(rx: mpsc::Receiver<Bytes>, len: u64) -> Body {
         Body {
             kind: Kind::Stream(rx, Some(len)),
-            _held: None,
         }
     }
 
@@ -63,13 +58,7 @@ impl Body {
     pub fn upstream(body: Incoming) -> Body {
         Body {
             kind: Kind::Upstream(body),
-            _held: None,
         }
-    }
-
-    /// Keeps `guard` until the body is dropped.
-    pub fn hold(&mut self, guard: impl std::any::Any + Send + Sync) {
-        self._held = Some(Box::new(guard));
     }
 }
 

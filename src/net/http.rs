@@ -13,7 +13,8 @@
 //!   token, after [`H2_IDLE`] when it did — the preface-only or
 //!   SETTINGS-only connection of a flood does not stay.
 //!
-//! Each request is marked as being served in the connection table from
+//! Each request is counted in the listener's [`InFlight`] (when it has
+//! one) and marked as being served in the connection table from
 //! when its head arrives until its response body is dropped, with whether
 //! it carried the token (`authorized`): a connection serving a request, or
 //! of a token holder, is never evicted for a newcomer ([`super::conns`]).
@@ -54,10 +55,94 @@ pub const H2_IDLE: Duration = Duration::from_secs(300);
 #[cfg(feature = "sandboxd")]
 const H2_IDLE_TICK: Duration = Duration::from_secs(1);
 
+/// The requests in flight on the listeners that share it, each counted
+/// from its head until its response body is dropped: shutdown waits for
+/// them ([`InFlight::drained`]). Cheap to clone.
+#[derive(Clone, Default, Debug)]
+pub struct InFlight(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl InFlight {
+    /// A count of none.
+    pub fn new() -> InFlight {
+        InFlight::default()
+    }
+
+    fn enter(&self) -> Counted {
+        self.0.send_modify(|n| *n += 1);
+        Counted(self.clone())
+    }
+
+    /// Waits up to `within` until no response is being written.
+    pub async fn drained(&self, within: Duration) {
+        let mut rx = self.0.subscribe();
+        let _ = tokio::time::timeout(within, rx.wait_for(|n| *n == 0)).await;
+    }
+}
+
+/// One request of an [`InFlight`] count.
+struct Counted(InFlight);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        (self.0).0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A route one listener serves for another front-end (sandboxd's `/v1/` on
+/// the MCP listener's address): the assembly of the listeners mounts it, so
+/// neither front-end names the other.
+#[derive(Clone)]
+pub struct Mount {
+    /// Its paths: `prefix` and everything under `prefix/`.
+    pub prefix: &'static str,
+    /// Whether it checks a token itself: when it does not, a local peer of
+    /// another user is refused before it is called (docs/security.md).
+    pub checks_token: bool,
+    /// Answers a request of its paths.
+    pub handler: MountHandler,
+}
+
+/// What a [`Mount`] runs.
+pub type MountHandler = Arc<
+    dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = super::reply::HttpReply> + Send>>
+        + Send
+        + Sync,
+>;
+
+impl Mount {
+    /// Whether `path` is one of its paths.
+    pub fn covers(&self, path: &str) -> bool {
+        path.strip_prefix(self.prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
+    /// Serves `req` from a peer that is `foreign` (a local process of
+    /// another uid) or not.
+    pub async fn serve(
+        &self,
+        req: Request<Incoming>,
+        foreign: Option<u32>,
+    ) -> super::reply::HttpReply {
+        if let Some(uid) = foreign.filter(|_| !self.checks_token) {
+            return super::reply::status(
+                hyper::StatusCode::FORBIDDEN,
+                &format!(
+                    "{}/ checks no token here, so it serves no local process of another user \
+                     (uid {uid}): set MCP_EXEC_HTTP_TOKEN_FILE and send the token \
+                     (docs/security.md)",
+                    self.prefix
+                ),
+            );
+        }
+        (self.handler)(req).await
+    }
+}
+
 /// A response body that keeps its request marked as served until dropped.
 pub struct Held<B> {
     inner: B,
     _in_use: InUse,
+    _counted: Option<Counted>,
 }
 
 impl<B: Body + Unpin> Body for Held<B> {
@@ -92,13 +177,16 @@ where
 {
     let slot = Arc::clone(&conn.slot);
     let (authorized, handle) = (Arc::new(authorized), Arc::new(handle));
+    let in_flight = conn.in_flight.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         let in_use = slot.serving(authorized(&req));
+        let counted = in_flight.as_ref().map(InFlight::enter);
         let answer = handle(req);
         async move {
             Ok::<_, Infallible>(answer.await.map(|inner| Held {
                 inner,
                 _in_use: in_use,
+                _counted: counted,
             }))
         }
     });
@@ -131,13 +219,16 @@ where
     let slot = Arc::clone(&conn.slot);
     let watched = Arc::clone(&conn.slot);
     let (authorized, handle) = (Arc::new(authorized), Arc::new(handle));
+    let in_flight = conn.in_flight.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         let in_use = slot.serving(authorized(&req));
+        let counted = in_flight.as_ref().map(InFlight::enter);
         let answer = handle(req);
         async move {
             Ok::<_, Infallible>(answer.await.map(|inner| Held {
                 inner,
                 _in_use: in_use,
+                _counted: counted,
             }))
         }
     });

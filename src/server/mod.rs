@@ -185,17 +185,41 @@ pub async fn run(
     if let Some(grpc) = listeners.sandboxd_grpc {
         transport::sandboxd::grpc::start(grpc, Arc::clone(&app), &shutdown).await?;
     }
-    let http = if listeners.http.is_some()
-        || listeners.sandboxd_rest.is_some()
-        || listeners.metrics.is_some()
-    {
+    // The listeners are assembled here: sandboxd's REST paths get a
+    // listener of their own, or, on the MCP listener's address, are mounted
+    // there; the front-ends never name each other.
+    let in_flight = crate::net::http::InFlight::new();
+    let mcp_addr = listeners.http.as_ref().map(|h| h.addr);
+    let mut mount = None;
+    if let Some(rest) = listeners.sandboxd_rest {
+        if !rest.auth().has_token() {
+            tracing::warn!(
+                listener = rest.auth().platform().name(),
+                "a platform listener serves without a token: anyone who can reach {} can write \
+                 files (on a pod network a NetworkPolicy is the boundary; local processes of \
+                 other users are refused)",
+                rest.auth().addr()
+            );
+        }
+        if transport::sandboxd::rest::shares(&rest, mcp_addr) {
+            mount = Some(transport::sandboxd::rest::mount(
+                rest,
+                Arc::clone(&app),
+                &shutdown,
+            ));
+        } else {
+            transport::sandboxd::rest::start(rest, Arc::clone(&app), &shutdown, &in_flight).await?;
+        }
+    }
+    let http = if listeners.http.is_some() || listeners.metrics.is_some() {
         Some(
             http::start(
                 listeners.http,
                 listeners.metrics,
-                listeners.sandboxd_rest,
+                mount,
                 Arc::clone(&app),
                 &shutdown,
+                &in_flight,
             )
             .await?,
         )

@@ -121,6 +121,7 @@ pub async fn start(
             Peers::SameUid
         },
         stop: None,
+        in_flight: None,
     };
     let state = Arc::new(EnvdState {
         app,

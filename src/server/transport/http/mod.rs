@@ -64,16 +64,15 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use tokio_util::sync::CancellationToken;
 
-use super::sandboxd::{self, rest::SandboxdRest};
 use crate::net::reply::{HttpReply, status};
 use crate::net::{
     self,
     accept::{self, Peers, Protocol},
     gate,
+    http::{InFlight, Mount},
 };
 use crate::tools::App;
 pub use settings::HttpSettings;
-use state::Active;
 use state::{HttpSession, HttpState, lock};
 
 /// How long after the last byte of a response a finished request still
@@ -88,8 +87,6 @@ enum Listener {
     Main,
     /// `--metrics-listen` (bound there): metrics and health, no token.
     Metrics(SocketAddr),
-    /// `--sandboxd-rest` on an address of its own: sandboxd's `/v1/` only.
-    Sandboxd,
 }
 
 /// The running listeners.
@@ -98,18 +95,20 @@ pub struct Http {
 }
 
 /// Binds the main listener (when `settings` is set) and the metrics
-/// listener (when `metrics` is), and serves them until the process exits.
-/// Their bound addresses are printed on stderr (`mcp-exec: listening for
-/// HTTP on ADDR`, `… for metrics on ADDR`): a port of 0 picks a free one.
+/// listener (when `metrics` is) through the floor, and serves them until
+/// the process exits; their requests count in `in_flight`. Their bound
+/// addresses are printed on stderr (`mcp-exec: listening for HTTP on ADDR`,
+/// `… for metrics on ADDR`): a port of 0 picks a free one.
 ///
-/// sandboxd's REST API (`sandboxd`, SPEC §21) gets a listener of its own,
-/// or, on the address of the main one, the main one's `/v1/` paths.
+/// `mount` is another front-end's route on the main listener's address
+/// (sandboxd's `/v1/`), mounted by the code that assembles the listeners.
 pub async fn start(
     settings: Option<HttpSettings>,
     metrics: Option<SocketAddr>,
-    sandboxd: Option<SandboxdRest>,
+    mount: Option<Mount>,
     app: Arc<App>,
     shutdown: &CancellationToken,
+    in_flight: &InFlight,
 ) -> std::io::Result<Http> {
     let addr = settings.as_ref().map(|s| s.addr);
     let max_connections = settings.as_ref().map_or(256, |s| s.max_connections);
@@ -120,48 +119,23 @@ pub async fn start(
              (set MCP_EXEC_HTTP_TOKEN_FILE or MCP_EXEC_HTTP_TOKEN)"
         );
     }
-    if let Some(auth) = sandboxd.as_ref().map(|s| s.auth())
-        && !auth.has_token()
-    {
-        tracing::warn!(
-            listener = auth.platform().name(),
-            "a platform listener serves without a token: anyone who can reach {} can write files \
-             (SPEC §21; on a pod network a NetworkPolicy is the boundary)",
-            auth.addr()
-        );
-    }
-    // Shared with the main listener (the same address, not port 0, which
-    // asks each for a free port): no socket of its own.
-    let sandboxd_addr = sandboxd
-        .as_ref()
-        .map(|s| s.auth().addr())
-        .filter(|a| a.port() == 0 || Some(*a) != addr);
-    let shares = sandboxd.is_some() && sandboxd_addr.is_none();
-    let state = HttpState::new(app, settings, sandboxd, shares, shutdown);
+    let main_peers = match (&settings, &mount) {
+        (Some(s), _) if s.token.is_none() => Peers::SameUid,
+        (_, Some(m)) if !m.checks_token => Peers::Mark,
+        _ => Peers::Any,
+    };
+    let state = HttpState::new(app, settings, mount, shutdown, in_flight);
     let stall = state.app.config.http_stall_timeout;
     let share = state.app.config.connection_share;
-    let main_peers = match (&state.settings, &state.sandboxd) {
-        (Some(s), _) if s.token.is_none() => Peers::SameUid,
-        (_, Some(rest)) if shares && !rest.auth().has_token() => Peers::Mark,
-        _ => Peers::Any,
-    };
-    let rest_peers = match &state.sandboxd {
-        Some(rest) if !rest.auth().has_token() => Peers::SameUid,
-        _ => Peers::Any,
-    };
-    for (addr, kind, what) in [
-        (addr, 0, "HTTP"),
-        (metrics, 1, "metrics"),
-        (sandboxd_addr, 2, "sandboxd REST"),
-    ] {
+    for (addr, metrics) in [(addr, false), (metrics, true)] {
         let Some(addr) = addr else { continue };
-        let socket = accept::bind(addr, what).await?;
+        let socket = accept::bind(addr, if metrics { "metrics" } else { "HTTP" }).await?;
         let bound = socket.local_addr()?;
-        let (listener, name, peers) = match kind {
-            0 => (Listener::Main, "mcp", main_peers),
+        let (listener, name, peers) = if metrics {
             // It serves no job and no file: anyone may read the probes.
-            1 => (Listener::Metrics(bound), "metrics", Peers::Any),
-            _ => (Listener::Sandboxd, "sandboxd-rest", rest_peers),
+            (Listener::Metrics(bound), "metrics", Peers::Any)
+        } else {
+            (Listener::Main, "mcp", main_peers)
         };
         let floor = accept::Listener {
             name,
@@ -170,6 +144,7 @@ pub async fn start(
             stall,
             peers,
             stop: None,
+            in_flight: Some(in_flight.clone()),
         };
         let state = Arc::clone(&state);
         accept::serve(socket, floor, move |conn| {
@@ -178,7 +153,7 @@ pub async fn start(
             net::http::http1(
                 conn,
                 move |req| authorized(&checked, listener, req),
-                move |req| handle(Arc::clone(&state), listener, foreign, req),
+                move |req| route_owned(Arc::clone(&state), listener, foreign, req),
             )
         });
     }
@@ -203,27 +178,22 @@ impl Http {
         .await;
     }
 
-    /// Waits up to `within` until no response is being written.
+    /// Waits up to `within` until no response is being written on the
+    /// listeners that count in its [`InFlight`].
     pub async fn drained(&self, within: Duration) {
-        let mut rx = self.state.active.subscribe();
-        let _ = tokio::time::timeout(within, rx.wait_for(|n| *n == 0)).await;
+        self.state.in_flight.drained(within).await;
         tokio::time::sleep(FLUSH_SLACK).await;
     }
 }
 
-/// Serves one request; the response counts as in flight until its body is
-/// dropped. `foreign` is the uid of a local peer of another user, when the
-/// listener marks them (for sandboxd's `/v1/` paths without a token).
-async fn handle(
+/// [`route`] of an owned state (the floor's handler).
+async fn route_owned(
     state: Arc<HttpState>,
     listener: Listener,
     foreign: Option<u32>,
     req: Request<Incoming>,
 ) -> HttpReply {
-    let active = Active::new(&state);
-    let mut reply = route(&state, listener, foreign, req).await;
-    reply.body_mut().hold(active);
-    reply
+    route(&state, listener, foreign, req).await
 }
 
 /// Whether a request carries the main listener's token (always, when none
@@ -254,29 +224,14 @@ async fn route(
     if let Err(why) = gate::one_host(req.headers()) {
         return status(StatusCode::BAD_REQUEST, why);
     }
-    // sandboxd's paths, on its own listener or on the main one when they
-    // share an address (SPEC §21); the platform rule is its auth.
-    if let Some(rest) = &state.sandboxd
-        && (listener == Listener::Sandboxd
-            || (listener == Listener::Main
-                && state.sandboxd_shares_main
-                && (path == "/v1" || path.starts_with("/v1/"))))
+    // Another front-end's route on this address (sandboxd's `/v1/`): it
+    // passes its own gate.
+    if listener == Listener::Main
+        && let Some(mount) = state.mount.as_ref().filter(|m| m.covers(&path))
     {
-        // The identity rule of a listener without a token (docs/security.md).
-        if let Some(uid) = foreign.filter(|_| !rest.auth().has_token()) {
-            return status(
-                StatusCode::FORBIDDEN,
-                &format!(
-                    "sandboxd's paths check no token here, so they serve no local process of \
-                     another user (uid {uid}): set MCP_EXEC_HTTP_TOKEN_FILE and send the token \
-                     (docs/security.md)"
-                ),
-            );
-        }
-        return sandboxd::rest::handle(rest, &state.app, state.shutdown.is_cancelled(), req).await;
+        return mount.serve(req, foreign).await;
     }
     let (name, gate) = match (listener, &state.gate) {
-        (Listener::Sandboxd, _) => return status(StatusCode::NOT_FOUND, "not found"),
         (Listener::Main, Some(gate)) => ("mcp", gate.clone()),
         // The main listener runs only with its settings.
         (Listener::Main, None) => return status(StatusCode::NOT_FOUND, "not found"),

@@ -4,8 +4,8 @@
 //! An HTTP session ([`HttpSession`], named by `Mcp-Session-Id`) carries one
 //! [`McpSession`] and the bookkeeping of its use: it is never expired while
 //! a request of it is in flight ([`Busy`]). A request counts as in flight
-//! ([`Active`]) until hyper has dropped its response body, so shutdown can
-//! wait for every response to be written.
+//! (the floor's [`InFlight`]) until hyper has dropped its response body, so
+//! shutdown can wait for every response to be written.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,14 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpSettings;
 use super::settings::Origins;
 use crate::net::gate::Gate;
+use crate::net::http::{InFlight, Mount};
 use crate::server::session::McpSession;
-use crate::server::transport::sandboxd::rest::SandboxdRest;
 use crate::tools::App;
 
 /// One HTTP session (`Mcp-Session-Id`): the MCP session it carries and its use.
@@ -53,13 +52,11 @@ pub(super) struct HttpState {
     /// holds only their calls in flight, never a revision or a client).
     pub(super) stateless: Arc<McpSession>,
     pub(super) started: Instant,
-    /// Requests in flight, whose responses are not fully handed to hyper.
-    pub(super) active: watch::Sender<usize>,
-    /// sandboxd's REST API (`--sandboxd-rest`), when on.
-    pub(super) sandboxd: Option<Arc<SandboxdRest>>,
-    /// sandboxd's address is the main listener's: its `/v1/` paths are
-    /// sandboxd's (SPEC §21).
-    pub(super) sandboxd_shares_main: bool,
+    /// Requests in flight, whose responses are not fully handed to hyper
+    /// (the floor counts them).
+    pub(super) in_flight: InFlight,
+    /// Another front-end's route on the main listener (sandboxd's `/v1/`).
+    pub(super) mount: Option<Mount>,
     /// The main listener's gate (`None` when only metrics listen).
     pub(super) gate: Option<Gate>,
     /// The metrics listener's gate: no token; `on` its bound address.
@@ -71,9 +68,9 @@ impl HttpState {
     pub(super) fn new(
         app: Arc<App>,
         settings: Option<HttpSettings>,
-        sandboxd: Option<SandboxdRest>,
-        sandboxd_shares_main: bool,
+        mount: Option<Mount>,
         shutdown: &CancellationToken,
+        in_flight: &InFlight,
     ) -> Arc<HttpState> {
         let origins = settings.as_ref().map_or_else(
             || super::settings::origins(&app.config).unwrap_or(Origins::Default),
@@ -94,9 +91,8 @@ impl HttpState {
             shutdown: shutdown.clone(),
             sessions: Mutex::default(),
             started: Instant::now(),
-            active: watch::Sender::new(0),
-            sandboxd: sandboxd.map(Arc::new),
-            sandboxd_shares_main,
+            in_flight: in_flight.clone(),
+            mount,
         })
     }
 
@@ -171,24 +167,6 @@ pub(super) async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
             }
             keep
         });
-    }
-}
-
-/// Counts a request as in flight until dropped (it travels in the body),
-/// for shutdown's drain; the floor marks its connection as serving
-/// ([`crate::net::conns::InUse`]) as long.
-pub struct Active(Arc<HttpState>);
-
-impl Active {
-    pub(super) fn new(state: &Arc<HttpState>) -> Active {
-        state.active.send_modify(|n| *n += 1);
-        Active(Arc::clone(state))
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.0.active.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

@@ -112,6 +112,7 @@ pub async fn start(
             Peers::SameUid
         },
         stop: Some(shutdown.clone()),
+        in_flight: None,
     };
     let settings = Arc::new(settings);
     accept::serve(socket, floor, move |conn| {

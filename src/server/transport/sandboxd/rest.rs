@@ -32,6 +32,7 @@
 //! link itself, never its target (sandboxd removes the target).
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use super::multipart::{self, FilePart};
 use super::settings::SandboxRoot;
@@ -48,7 +50,12 @@ use crate::config::Config;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::{FileError, Kind, path, read, tree};
+use crate::net::http::{InFlight, Mount};
 use crate::net::reply::{self, HttpReply};
+use crate::net::{
+    self,
+    accept::{self, Peers, Protocol},
+};
 use crate::policy::cwd::CwdPolicy;
 use crate::server::transport::http::files::{
     self as http_files, blocking, json_reply, receive, send_file,
@@ -272,6 +279,83 @@ struct DirectoryListing {
 enum Found {
     Listing(DirectoryListing),
     File(read::Opened, PathBuf),
+}
+
+/// Whether sandboxd's REST paths share the MCP listener at `mcp` (the same
+/// address, and not port 0, which asks each for a free port).
+pub fn shares(rest: &SandboxdRest, mcp: Option<SocketAddr>) -> bool {
+    let addr = rest.auth.addr();
+    addr.port() != 0 && Some(addr) == mcp
+}
+
+/// sandboxd's `/v1/` paths as a route of the MCP listener (when they share
+/// its address): mounted there by the code that assembles the listeners.
+pub fn mount(rest: SandboxdRest, app: Arc<App>, shutdown: &CancellationToken) -> Mount {
+    let checks_token = rest.auth.has_token();
+    let (rest, shutdown) = (Arc::new(rest), shutdown.clone());
+    Mount {
+        prefix: "/v1",
+        checks_token,
+        handler: Arc::new(move |req| {
+            let (rest, app, shutting_down) =
+                (Arc::clone(&rest), Arc::clone(&app), shutdown.is_cancelled());
+            Box::pin(async move { handle(&rest, &app, shutting_down, req).await })
+        }),
+    }
+}
+
+/// Binds sandboxd's own REST listener through the floor and serves its
+/// `/v1/` paths (anything else `404`) until the process exits; its
+/// requests count in `in_flight`. The bound address is printed on stderr
+/// (`mcp-exec: listening for sandboxd REST on ADDR`).
+pub async fn start(
+    rest: SandboxdRest,
+    app: Arc<App>,
+    shutdown: &CancellationToken,
+    in_flight: &InFlight,
+) -> std::io::Result<()> {
+    let socket = accept::bind(rest.auth.addr(), "sandboxd REST").await?;
+    let floor = accept::Listener {
+        name: "sandboxd-rest",
+        protocol: Protocol::Http1,
+        max_connections: app
+            .config
+            .http_max_connections_or_default()
+            .min(app.config.connection_share),
+        stall: app.config.http_stall_timeout,
+        peers: if rest.auth.has_token() {
+            Peers::Any
+        } else {
+            Peers::SameUid
+        },
+        stop: None,
+        in_flight: Some(in_flight.clone()),
+    };
+    let route = mount(rest, app, shutdown);
+    accept::serve(socket, floor, move |conn| {
+        let (route, checked) = (route.clone(), route.clone());
+        net::http::http1(
+            conn,
+            // Without a token every request is authorized (never evicted
+            // while it serves one); with one, only being busy protects a
+            // connection, as on this listener before the floor.
+            move |_| !checked.checks_token,
+            move |req| {
+                let route = route.clone();
+                async move {
+                    if let Err(why) = crate::net::gate::one_host(req.headers()) {
+                        return reply::status(StatusCode::BAD_REQUEST, why);
+                    }
+                    if route.covers(req.uri().path()) {
+                        (route.handler)(req).await
+                    } else {
+                        reply::status(StatusCode::NOT_FOUND, "not found")
+                    }
+                }
+            },
+        )
+    });
+    Ok(())
 }
 
 /// Routes a `/v1/…` request (on the sandboxd listener, or on the MCP
