@@ -37,6 +37,7 @@ pub mod fetch;
 pub mod path;
 pub mod place;
 pub mod read;
+pub mod transfer;
 pub mod tree;
 pub mod watch;
 

@@ -37,7 +37,6 @@ use rustix::fs::{AtFlags, FileType as RawType, Stat};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::super::http::files::blocking;
 use super::EnvdState;
 use super::connect::{
     Code, Envelopes, Error, Meta, Reply, Shape, end, message, ok, refusal, stream_request,
@@ -45,6 +44,7 @@ use super::connect::{
 };
 use super::watchers::{self, WatchRequest, WatcherRequest};
 use crate::files::place::Place;
+use crate::files::transfer::blocking;
 use crate::files::{FileError, Kind, path, tree};
 use crate::policy::cwd::CwdPolicy;
 use crate::tools::App;

@@ -53,7 +53,7 @@
 pub mod body;
 mod conns;
 mod exec;
-pub(in crate::server::transport) mod files;
+mod files;
 pub mod guard;
 mod mcp;
 mod ports;
@@ -64,6 +64,7 @@ mod routing;
 pub mod settings;
 mod stall;
 mod state;
+pub(in crate::server::transport) mod transfer;
 mod tty;
 
 use std::convert::Infallible;

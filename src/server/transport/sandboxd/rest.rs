@@ -1,7 +1,7 @@
 //! sandboxd's REST API (KEP-539.2, `filesystem.yaml`; SPEC §21) as a
-//! mapping onto [`crate::files`] and the `/files` pipeline of
-//! [`crate::server::transport::http::files`]: nothing here reads or writes
-//! a file itself.
+//! mapping onto [`crate::files`] and its transfer pipeline
+//! ([`crate::files::transfer`]): nothing here reads or writes a file
+//! itself.
 //!
 //! | request | answer |
 //! |---|---|
@@ -46,12 +46,11 @@ use super::multipart::{self, FilePart};
 use crate::config::Config;
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
+use crate::files::transfer::{blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::policy::cwd::CwdPolicy;
-use crate::server::transport::http::files::{
-    self as http_files, blocking, json_reply, receive, send_file,
-};
 use crate::server::transport::http::reply::{self, HttpReply};
+use crate::server::transport::http::transfer::{json_reply, send_file};
 use crate::server::transport::platform::{Platform, PlatformAuth, Refusal};
 use crate::tools::App;
 
@@ -565,13 +564,10 @@ async fn put(
         }
     };
     let reply = match got.outcome {
-        _ if got.stalled => {
-            let r = http_files::stalled(stall);
-            failure(
-                r.status(),
-                "the body stalled (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
-            )
-        }
+        _ if got.stalled => failure(
+            StatusCode::REQUEST_TIMEOUT,
+            "the body stalled (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
+        ),
         Ok(_) => reply::empty(StatusCode::NO_CONTENT),
         Err(e) => file_failure(&e),
     };
