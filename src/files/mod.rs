@@ -34,6 +34,7 @@ pub mod commit;
 pub mod error;
 #[cfg(feature = "https-fetch")]
 pub mod fetch;
+pub mod mode;
 pub mod path;
 pub mod place;
 pub mod read;

@@ -63,7 +63,7 @@ use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
 use crate::files::transfer::{blocking, receive};
 use crate::files::watch::{Limits, Watch, WatchEvent};
-use crate::files::{self as files, FileError, path, read, tree};
+use crate::files::{self as files, FileError, mode, path, read, tree};
 use crate::policy::cwd::CwdPolicy;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
@@ -315,8 +315,8 @@ async fn put(
     };
     let mode = match query.text("mode") {
         None => None,
-        Some(m) => match crate::tools::upload::parse_mode(&m) {
-            Some(m) => match crate::tools::upload::without_setid(m) {
+        Some(m) => match mode::parse_mode(&m) {
+            Some(m) => match mode::without_setid(m) {
                 Ok(m) => Some(m),
                 Err(why) => return invalid(why),
             },
