@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 
 use super::{App, Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::files::commit::{self, Committed, Options, Staged};
-use crate::files::mode::{parse_mode, without_setid};
+use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
 use crate::files::{self as files, FileError, read};
 use crate::policy::cwd::CwdPolicy;
@@ -196,14 +196,12 @@ fn parse(a: &Args, max: usize) -> Result<Upload, ToolError> {
     };
     let mode = match args::opt_str(a, "mode")? {
         None => None,
-        Some(m) => {
-            let mode = parse_mode(m).ok_or_else(|| {
-                ToolError::invalid(format!(
-                    "\"mode\" must be octal permission bits like \"0644\", not {m:?}"
-                ))
-            })?;
-            Some(without_setid(mode).map_err(ToolError::invalid)?)
-        }
+        Some(m) => Some(mode::parse_mode(m, Form::Octal).map_err(|e| match e {
+            ModeError::Malformed => ToolError::invalid(format!(
+                "\"mode\" must be octal permission bits like \"0644\", not {m:?}"
+            )),
+            ModeError::SetId(_) => ToolError::invalid(e.to_string()),
+        })?),
     };
     let overwrite = match a.get("overwrite") {
         None | Some(serde_json::Value::Null) => true,

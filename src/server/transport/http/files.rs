@@ -60,10 +60,11 @@ use super::reply::{self, HttpReply, status};
 use super::state::HttpState;
 use super::transfer::{json_reply, send_file};
 use crate::files::commit::{Options, Staged};
+use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
 use crate::files::transfer::{blocking, receive};
 use crate::files::watch::{Limits, Watch, WatchEvent};
-use crate::files::{self as files, FileError, mode, path, read, tree};
+use crate::files::{self as files, FileError, path, read, tree};
 use crate::policy::cwd::CwdPolicy;
 
 /// The query of a `/files` request: `key` or `key=value` pairs, values
@@ -315,16 +316,14 @@ async fn put(
     };
     let mode = match query.text("mode") {
         None => None,
-        Some(m) => match mode::parse_mode(&m) {
-            Some(m) => match mode::without_setid(m) {
-                Ok(m) => Some(m),
-                Err(why) => return invalid(why),
-            },
-            None => {
+        Some(m) => match mode::parse_mode(&m, Form::Octal) {
+            Ok(m) => Some(m),
+            Err(ModeError::Malformed) => {
                 return invalid(format!(
                     "mode must be octal permission bits like 0644, not {m:?}"
                 ));
             }
+            Err(e @ ModeError::SetId(_)) => return invalid(e),
         },
     };
     let opts = Options {

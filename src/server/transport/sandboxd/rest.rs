@@ -8,7 +8,7 @@
 //! | `GET /v1/files/{path}`, a file | the bytes, `application/octet-stream`, `Content-Length`, one `Range` (`206`, `416`) |
 //! | `GET /v1/files/{path}`, a directory | `{"path", "entries":[{name, size, type: file\|directory, modified_at, mode}]}`, by name; a symlink shown as what it leads to, left out when that is outside the root or missing |
 //! | `HEAD /v1/files/{path}` | `200` (a file's `Content-Length`) / `404` |
-//! | `PUT /v1/files/{path}?mode=0644` | raw body or the `multipart/form-data` part `file`; the atomic commit of `files::commit`, parents created; `204`; `400` for a directory or a mode not `^0[0-7]{3}$` |
+//! | `PUT /v1/files/{path}?mode=0644` | raw body or the `multipart/form-data` part `file`; the atomic commit of `files::commit`, parents created; `204`; `400` for a directory or a mode not `^0[0-7]{3}$` ([`crate::files::mode`]) |
 //! | `DELETE /v1/files/{path}?recursive=true` | `204`; `404`; `409` a non-empty directory without `recursive` |
 //! | `GET /v1/health` | `{"status":"ok","uptime_seconds"}`; `503 {"code":"UNAVAILABLE"}` once shutting down |
 //! | `GET /v1/metadata` | `{"env":{…}}`: the variables with the prefix, credentials withheld |
@@ -45,6 +45,7 @@ use serde::Serialize;
 use super::multipart::{self, FilePart};
 use crate::config::Config;
 use crate::files::commit::{Options, Staged};
+use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
 use crate::files::transfer::{blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
@@ -493,14 +494,6 @@ fn query_value(query: &str, key: &str) -> Option<String> {
         })
 }
 
-/// sandboxd's `mode`: `^0[0-7]{3}$`.
-pub fn parse_mode(text: &str) -> Option<u32> {
-    let b = text.as_bytes();
-    (b.len() == 4 && b[0] == b'0' && b[1..].iter().all(|c| (b'0'..=b'7').contains(c)))
-        .then(|| u32::from_str_radix(text, 8).ok())
-        .flatten()
-}
-
 /// Go's `strconv.ParseBool`.
 fn parse_bool(text: &str) -> Option<bool> {
     match text {
@@ -520,13 +513,16 @@ async fn put(
     // sandboxd gives every written file its mode, 0644 unless asked.
     let mode = match query_value(query, "mode").filter(|m| !m.is_empty()) {
         None => crate::files::commit::DEFAULT_MODE,
-        Some(m) => match parse_mode(&m) {
-            Some(m) => m,
-            None => {
+        Some(m) => match mode::parse_mode(&m, Form::Sandboxd) {
+            Ok(m) => m,
+            Err(ModeError::Malformed) => {
                 return failure(
                     StatusCode::BAD_REQUEST,
                     &format!("mode {m:?} must match ^0[0-7]{{3}}$"),
                 );
+            }
+            Err(e @ ModeError::SetId(_)) => {
+                return failure(StatusCode::BAD_REQUEST, &e.to_string());
             }
         },
     };
@@ -646,12 +642,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mode_is_sandboxds_four_octal_digits_with_a_leading_zero() {
-        assert_eq!(parse_mode("0644"), Some(0o644));
-        assert_eq!(parse_mode("0755"), Some(0o755));
-        for bad in ["644", "0844", "04755", "0o644", "abcd", ""] {
-            assert_eq!(parse_mode(bad), None, "{bad}");
-        }
+    fn a_bool_is_gos_parse_bool() {
         assert_eq!(parse_bool("true"), Some(true));
         assert_eq!(parse_bool("0"), Some(false));
         assert_eq!(parse_bool("yes"), None);
