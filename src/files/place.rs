@@ -94,14 +94,14 @@ impl Place {
             "an allowed root directory (MCP_EXEC_ALLOWED_CWDS)"
         };
         Err(FileError::new(
-            Kind::Forbidden,
+            Kind::Root,
             format!("{:?} is {what}: it cannot be {doing}", self.path),
         ))
     }
 }
 
 fn outside(policy: &CwdPolicy, path: &Path) -> FileError {
-    FileError::new(Kind::Forbidden, policy.outside_text("path", path))
+    FileError::new(Kind::Outside, policy.outside_text("path", path))
 }
 
 /// The parent of `path` could not be opened.
@@ -112,7 +112,7 @@ fn parent_error(e: Errno, path: &Path, parent: &Path) -> FileError {
             format!("{path:?}: the directory {parent:?} does not exist (mkdirs creates it)"),
         ),
         Errno::NOTDIR | Errno::LOOP => FileError::new(
-            Kind::Conflict,
+            Kind::NotDirectory,
             format!("{path:?}: {parent:?} is not a directory"),
         ),
         e => FileError::errno(e, "opening the directory of", path),
@@ -153,5 +153,66 @@ fn open_ancestor(policy: &CwdPolicy, path: &Path, at: &Path) -> Result<OwnedFd, 
         Ok(fd) => Ok(fd),
         Err(DirRefusal::Outside) => Err(outside(policy, path)),
         Err(DirRefusal::Errno(e)) => Err(parent_error(e, path, at)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p = std::env::temp_dir().join(format!(
+                "mcp-exec-place-{tag}-{}-{:x}",
+                std::process::id(),
+                crate::random::bits_128().unwrap_or_default()
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            Scratch(p)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_path_outside_the_allowed_directories_is_of_the_outside_kind() {
+        let s = Scratch::new("outside");
+        let root = s.0.join("root");
+        std::fs::create_dir(&root).unwrap();
+        let policy = CwdPolicy::from_settings(root.to_str(), root.to_str()).unwrap();
+        let e = Place::resolve(&policy, &s.0.join("x"), false).unwrap_err();
+        assert_eq!(e.kind, Kind::Outside, "{e}");
+        let e = Place::resolve(&policy, &s.0.join("a/b"), true).unwrap_err();
+        assert_eq!(e.kind, Kind::Outside, "{e}");
+        assert!(Place::resolve(&policy, &root.join("x"), false).is_ok());
+    }
+
+    #[test]
+    fn an_allowed_root_is_of_the_root_kind_when_it_would_be_changed() {
+        let s = Scratch::new("root");
+        let policy = CwdPolicy::from_settings(s.0.to_str(), s.0.to_str()).unwrap();
+        let root = Place::resolve(&policy, &s.0, false).unwrap();
+        assert!(root.root);
+        assert_eq!(root.not_a_root("deleted").unwrap_err().kind, Kind::Root);
+        let inside = Place::resolve(&policy, &s.0.join("x"), false).unwrap();
+        assert_eq!(inside.not_a_root("deleted"), Ok(()));
+    }
+
+    #[test]
+    fn a_missing_parent_is_not_found_and_a_file_as_parent_is_not_a_directory() {
+        let s = Scratch::new("parent");
+        std::fs::write(s.0.join("f"), b"x").unwrap();
+        let policy = CwdPolicy::from_settings(None, None).unwrap();
+        let e = Place::resolve(&policy, &s.0.join("no/x"), false).unwrap_err();
+        assert_eq!(e.kind, Kind::NotFound, "{e}");
+        let e = Place::resolve(&policy, &s.0.join("f/x"), false).unwrap_err();
+        assert_eq!(e.kind, Kind::NotDirectory, "{e}");
     }
 }

@@ -219,12 +219,24 @@ fn failure(status: StatusCode, message: &str) -> HttpReply {
 
 /// A [`FileError`] in sandboxd's terms: its kind decides the code; what
 /// sandboxd has no code for (no space, a sha mismatch) is `500 INTERNAL`.
+/// The root is `409`: the one refusal of it that reaches here is a
+/// `DELETE` without `recursive` (a write to it is refused earlier, as a
+/// directory), which sandboxd answers as a directory it cannot remove.
 fn file_failure(e: &FileError) -> HttpReply {
     let status = match e.kind {
         Kind::Invalid | Kind::TooLarge => StatusCode::BAD_REQUEST,
-        Kind::Forbidden => StatusCode::FORBIDDEN,
+        Kind::Outside | Kind::Denied => StatusCode::FORBIDDEN,
         Kind::NotFound => StatusCode::NOT_FOUND,
-        Kind::Conflict => StatusCode::CONFLICT,
+        Kind::Root
+        | Kind::Exists
+        | Kind::NotEmpty
+        | Kind::NotRegular
+        | Kind::NotDirectory
+        | Kind::IsDirectory
+        | Kind::Symlink
+        | Kind::CrossDevice
+        | Kind::Busy
+        | Kind::TooDeep => StatusCode::CONFLICT,
         Kind::Mismatch | Kind::NoSpace | Kind::Io => StatusCode::INTERNAL_SERVER_ERROR,
     };
     failure(status, &e.message)
@@ -232,7 +244,7 @@ fn file_failure(e: &FileError) -> HttpReply {
 
 fn escapes() -> FileError {
     FileError::new(
-        Kind::Forbidden,
+        Kind::Outside,
         "path traversal outside sandbox root is forbidden",
     )
 }
@@ -255,7 +267,7 @@ impl SandboxdRest {
     /// [`Place::resolve`] under the sandbox policy; "outside" in its words.
     fn place(&self, path: &Path, mkdirs: bool) -> Result<Place, FileError> {
         Place::resolve(&self.policy, path, mkdirs).map_err(|e| match e.kind {
-            Kind::Forbidden if e.message.contains("outside the allowed directories") => escapes(),
+            Kind::Outside => escapes(),
             _ => e,
         })
     }
@@ -680,9 +692,12 @@ mod tests {
         );
         assert_eq!(code(escapes()), StatusCode::FORBIDDEN);
         assert_eq!(
-            code(FileError::new(Kind::Conflict, "x")),
-            StatusCode::CONFLICT
+            code(FileError::new(Kind::Denied, "x")),
+            StatusCode::FORBIDDEN
         );
+        for kind in [Kind::Exists, Kind::NotEmpty, Kind::CrossDevice, Kind::Root] {
+            assert_eq!(code(FileError::new(kind, "x")), StatusCode::CONFLICT);
+        }
         assert_eq!(
             code(FileError::new(Kind::NoSpace, "x")),
             StatusCode::INTERNAL_SERVER_ERROR
