@@ -27,8 +27,10 @@
 //! `openat2(RESOLVE_BENEATH)`), and the root itself must be allowed by
 //! §12.5's policy, so a sandboxd path can never reach what the MCP tools may
 //! not. Like sandboxd, a path whose last component is a symlink (inside
-//! the root) is read or written through: it is resolved once, to its
-//! target, which is then used through descriptors. `DELETE` removes the
+//! the root) is read or written through: [`Place::follow`] has the kernel
+//! follow it from the parent's descriptor and places the object it reached
+//! under the same policy (the same device and inode, or refused), which is
+//! then used through descriptors; no path is checked and then used. `DELETE` removes the
 //! link itself, never its target (sandboxd removes the target).
 
 use std::ffi::OsString;
@@ -66,8 +68,6 @@ pub struct SandboxdRest {
     auth: PlatformAuth,
     /// `--sandboxd-root`, as configured.
     root: PathBuf,
-    /// Its realpath at start-up.
-    real_root: PathBuf,
     /// The policy whose one root is the sandbox root.
     policy: CwdPolicy,
     /// `/v1/metadata`'s answer, fixed at start-up (the environment is).
@@ -116,7 +116,6 @@ impl SandboxdRest {
         Ok(Some(SandboxdRest {
             auth,
             root,
-            real_root,
             policy,
             metadata,
             started: Instant::now(),
@@ -250,26 +249,25 @@ fn escapes() -> FileError {
 }
 
 impl SandboxdRest {
-    /// `full` with a last component that is a symlink resolved (within
-    /// the root; else `403`); `full` itself when it does not exist.
-    fn follow(&self, full: &Path) -> Result<PathBuf, FileError> {
-        match std::fs::symlink_metadata(full) {
-            Ok(m) if m.file_type().is_symlink() => {}
-            _ => return Ok(full.to_owned()),
-        }
-        let real = std::fs::canonicalize(full).map_err(|e| FileError::io(&e, "reading", full))?;
-        if !real.starts_with(&self.real_root) {
-            return Err(escapes());
-        }
-        Ok(real)
-    }
-
     /// [`Place::resolve`] under the sandbox policy; "outside" in its words.
     fn place(&self, path: &Path, mkdirs: bool) -> Result<Place, FileError> {
-        Place::resolve(&self.policy, path, mkdirs).map_err(|e| match e.kind {
+        Place::resolve(&self.policy, path, mkdirs).map_err(|e| self.words(e))
+    }
+
+    /// `path` resolved, its final symlink (inside the root) followed
+    /// ([`Place::follow`]: by the kernel, from the parent's descriptor).
+    fn followed(&self, path: &Path) -> Result<Place, FileError> {
+        self.place(path, false)?
+            .follow(&self.policy)
+            .map_err(|e| self.words(e))
+    }
+
+    /// A path outside the sandbox root in sandboxd's words.
+    fn words(&self, e: FileError) -> FileError {
+        match e.kind {
             Kind::Outside => escapes(),
             _ => e,
-        })
+        }
     }
 }
 
@@ -392,8 +390,7 @@ async fn get(
         .map(str::to_owned);
     let r = Arc::clone(rest);
     let found = blocking(move || {
-        let target = r.follow(&full)?;
-        let place = r.place(&target, false)?;
+        let place = r.followed(&full)?;
         let st = read::lstat(&place)?
             .ok_or_else(|| FileError::errno(rustix::io::Errno::NOENT, "reading", &full))?;
         if tree::is_dir(&st) {
@@ -403,9 +400,9 @@ async fn get(
                     entries: Vec::new(),
                 }));
             }
-            return listing(&r, &place, &target, shown).map(Found::Listing);
+            return listing(&r, &place, shown).map(Found::Listing);
         }
-        read::open(&place).map(|o| Found::File(o, target))
+        read::open(&place).map(|o| Found::File(o, place.path.clone()))
     })
     .await;
     match found {
@@ -434,12 +431,11 @@ async fn get(
     }
 }
 
-/// Every entry of the directory at `place` (`dir` its path), sandboxd's
-/// shape: symlinks shown as what they lead to, or left out.
+/// Every entry of the directory at `place`, sandboxd's shape: symlinks
+/// shown as what they lead to ([`Place::follow`]), or left out.
 fn listing(
     rest: &SandboxdRest,
     place: &Place,
-    dir: &Path,
     shown: String,
 ) -> Result<DirectoryListing, FileError> {
     let mut entries = Vec::new();
@@ -448,27 +444,26 @@ fn listing(
         let page = tree::list(place, tree::MAX_LIMIT, after.as_deref())?;
         for e in page.entries {
             let (kind, size, mode, mtime) = if e.kind == "symlink" {
-                let Some(m) = rest
-                    .follow(&dir.join(&e.name))
+                let Some(st) = rest
+                    .followed(&place.path.join(&e.name))
                     .ok()
-                    .and_then(|t| std::fs::metadata(t).ok())
+                    .and_then(|t| read::lstat(&t).ok().flatten())
                 else {
                     continue;
                 };
-                let secs = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_secs());
+                let secs = u64::try_from(st.st_mtime).unwrap_or(0);
                 let mtime = humantime::format_rfc3339_seconds(
                     std::time::UNIX_EPOCH + Duration::from_secs(secs),
                 )
                 .to_string();
-                use std::os::unix::fs::PermissionsExt;
                 (
-                    if m.is_dir() { "directory" } else { "file" },
-                    m.len(),
-                    m.permissions().mode(),
+                    if tree::is_dir(&st) {
+                        "directory"
+                    } else {
+                        "file"
+                    },
+                    u64::try_from(st.st_size).unwrap_or(0),
+                    st.st_mode,
                     mtime,
                 )
             } else {
@@ -515,6 +510,14 @@ fn parse_bool(text: &str) -> Option<bool> {
     }
 }
 
+/// Where a `PUT` writes: placed before the body is read when its parent
+/// exists (a final symlink followed), else placed, its parents made, when
+/// the body starts.
+enum Dest {
+    Placed(Place),
+    Later(PathBuf),
+}
+
 async fn put(
     rest: &Arc<SandboxdRest>,
     app: &Arc<App>,
@@ -539,16 +542,21 @@ async fn put(
         },
     };
     let r = Arc::clone(rest);
-    let target = match blocking(move || {
-        let target = r.follow(&full)?;
-        if std::fs::metadata(&target).is_ok_and(|m| m.is_dir()) {
+    let dest = match blocking(move || {
+        // Any refusal of the path (a parent missing, …) is the commit's
+        // to say, once its parents have been made.
+        let Ok(place) = r.place(&full, false) else {
+            return Ok(Dest::Later(full));
+        };
+        let place = place.follow(&r.policy).map_err(|e| r.words(e))?;
+        if read::lstat(&place)?.is_some_and(|st| tree::is_dir(&st)) {
             return Err(FileError::new(Kind::Invalid, "target path is a directory"));
         }
-        Ok(target)
+        Ok(Dest::Placed(place))
     })
     .await
     {
-        Ok(t) => t,
+        Ok(d) => d,
         Err(e) => return file_failure(&e),
     };
     let opts = Options {
@@ -557,7 +565,10 @@ async fn put(
     };
     let stall = app.config.http_stall_timeout;
     let r = Arc::clone(rest);
-    let open = move || Staged::create(r.place(&target, true)?);
+    let open = move || match dest {
+        Dest::Placed(place) => Staged::create(place),
+        Dest::Later(path) => Staged::create(r.place(&path, true)?),
+    };
     let boundary = req
         .headers()
         .get(header::CONTENT_TYPE)
