@@ -44,6 +44,46 @@ pub mod watch;
 
 pub use error::{FileError, Kind};
 
+/// A fresh directory for a unit test of this room, removed when dropped.
+#[cfg(test)]
+pub(crate) struct Scratch(pub std::path::PathBuf);
+
+#[cfg(test)]
+impl Scratch {
+    pub(crate) fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!(
+            "mcp-exec-files-{tag}-{}-{:x}",
+            std::process::id(),
+            crate::random::bits_128().unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    /// The place of `name` in it, under no policy.
+    pub(crate) fn place(&self, name: &str) -> place::Place {
+        let policy = crate::policy::cwd::CwdPolicy::from_settings(None, None).unwrap();
+        place::Place::resolve(&policy, &self.0.join(name), false).unwrap()
+    }
+
+    /// The names in it, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+#[cfg(test)]
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Lower-case hex of a digest.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

@@ -200,27 +200,7 @@ fn open_ancestor(policy: &CwdPolicy, path: &Path, at: &Path) -> Result<OwnedFd, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fresh directory, removed when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!(
-                "mcp-exec-place-{tag}-{}-{:x}",
-                std::process::id(),
-                crate::random::bits_128().unwrap_or_default()
-            ));
-            std::fs::create_dir_all(&p).unwrap();
-            Scratch(p)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::files::Scratch;
 
     #[test]
     fn a_path_outside_the_allowed_directories_is_of_the_outside_kind() {

@@ -350,36 +350,8 @@ pub fn rename(from: &Place, to: &Place, overwrite: bool) -> Result<(), FileError
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
-    use crate::policy::cwd::CwdPolicy;
-
-    /// A fresh directory, removed when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!(
-                "mcp-exec-tree-{tag}-{}-{:x}",
-                std::process::id(),
-                crate::random::bits_128().unwrap_or_default()
-            ));
-            std::fs::create_dir_all(&p).unwrap();
-            Scratch(p)
-        }
-
-        fn place(&self, name: &str) -> Place {
-            let policy = CwdPolicy::from_settings(None, None).unwrap();
-            Place::resolve(&policy, &self.0.join(name), false).unwrap()
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::files::Scratch;
 
     #[test]
     fn each_refusal_of_the_file_api_has_its_own_kind() {

@@ -28,12 +28,12 @@ use std::sync::Arc;
 
 use base64::Engine;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::{App, Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
-use crate::files::commit::{self, Committed, Options, Staged};
+use crate::files::commit::{self, Committed, Options};
 use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
+use crate::files::transfer;
 use crate::files::{self as files, FileError, read};
 use crate::policy::cwd::CwdPolicy;
 use crate::protocol::result::Payload;
@@ -295,10 +295,9 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
         call.progress.set("upload still fetching its file");
         return cancellable(&call.cancel, fetched(app, req)).await?;
     }
-    let task = tokio::task::spawn_blocking(move || write(&app.cwd, req));
+    let task = transfer::blocking(move || write(&app.cwd, req));
     let done = cancellable(&call.cancel, task)
         .await?
-        .map_err(|e| ToolError::File(format!("the upload failed: {e}")))?
         .map_err(|e| ToolError::File(e.to_string()))?;
     Ok(Payload::object(done))
 }
@@ -313,7 +312,7 @@ async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
     };
     let (path, mkdirs) = (req.path, req.mkdirs);
     let policy = Arc::clone(&app);
-    let place = tokio::task::spawn_blocking(move || -> Result<Place, FileError> {
+    let place = transfer::blocking(move || -> Result<Place, FileError> {
         let place = Place::resolve(&policy.cwd, &path, mkdirs)?;
         place.not_a_root("written over")?;
         if let Some(st) = read::lstat(&place)?
@@ -324,7 +323,6 @@ async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
         Ok(place)
     })
     .await
-    .map_err(|e| ToolError::File(format!("the upload failed: {e}")))?
     .map_err(|e| ToolError::File(e.to_string()))?;
     let limits = files::fetch::Limits {
         max_bytes: app.config.max_transfer_bytes as u64,
@@ -342,46 +340,14 @@ async fn fetched(_: Arc<App>, _: Upload) -> ToolOutcome {
     Err(ToolError::invalid("\"file\" is not supported by this build of mcp-exec").into())
 }
 
-/// Resolves, skips identical content, and commits.
+/// Resolves and commits ([`commit::commit_bytes`]: hashed once, identical
+/// content skipped before anything is written).
 fn write(policy: &CwdPolicy, req: Upload) -> Result<Committed, FileError> {
     let Source::Bytes(content) = req.source else {
         return Err(FileError::new(files::Kind::Invalid, "not bytes"));
     };
     let place = Place::resolve(policy, &req.path, req.mkdirs)?;
-    place.not_a_root("written over")?;
-    let sha: [u8; 32] = Sha256::digest(&content).into();
-    if let Some(expected) = req.sha256
-        && expected != sha
-    {
-        return Err(FileError::new(
-            files::Kind::Mismatch,
-            format!(
-                "sha256 mismatch: expected {}, got {}",
-                files::hex(&expected),
-                files::hex(&sha)
-            ),
-        ));
-    }
-    if let Some(st) = read::lstat(&place)? {
-        if !read::is_regular(&st) {
-            return Err(FileError::not_regular(&place.path));
-        }
-        if commit::holds(&place, &st, content.len() as u64, &sha, req.opts.mode)? {
-            return Ok(Committed {
-                path: place.path.display().to_string(),
-                bytes: content.len() as u64,
-                sha256: files::hex(&sha),
-                unchanged: true,
-                created: false,
-            });
-        }
-        if !req.opts.overwrite {
-            return Err(FileError::exists(&place.path));
-        }
-    }
-    let mut staged = Staged::create(place)?;
-    staged.write(&content)?;
-    staged.commit(Some(sha), req.opts)
+    commit::commit_bytes(place, &content, req.sha256, req.opts)
 }
 
 #[cfg(test)]

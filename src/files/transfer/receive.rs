@@ -276,3 +276,90 @@ async fn write_pieces(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+    use crate::files::Scratch;
+
+    /// A body of these frames; then its end, or a stall (it never ends).
+    struct Body {
+        frames: VecDeque<Result<Bytes, String>>,
+        stalls: bool,
+    }
+
+    impl Frames for Body {
+        async fn next(&mut self) -> Option<Result<Bytes, String>> {
+            match self.frames.pop_front() {
+                Some(f) => Some(f),
+                None if self.stalls => std::future::pending().await,
+                None => None,
+            }
+        }
+    }
+
+    fn body(frames: Vec<Result<Bytes, String>>, stalls: bool) -> Body {
+        Body {
+            frames: frames.into(),
+            stalls,
+        }
+    }
+
+    const OPTS: Options = Options {
+        mode: None,
+        overwrite: true,
+    };
+
+    async fn put(s: &Scratch, b: &mut Body, expected: Option<[u8; 32]>) -> Received {
+        let place = s.place("f");
+        let open = move || Staged::create(place);
+        receive(b, Duration::from_millis(200), open, expected, OPTS).await
+    }
+
+    #[tokio::test]
+    async fn frames_of_any_size_are_gathered_written_in_order_and_hashed_once_committed() {
+        let s = Scratch::new("receive");
+        // Frames that straddle chunk boundaries, more than DEPTH chunks.
+        let data: Vec<u8> = (0..WRITE_CHUNK * 5 + 123)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let frames = data
+            .chunks(16 * 1024 + 7)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let sha: [u8; 32] = Sha256::digest(&data).into();
+        let got = put(&s, &mut body(frames, false), Some(sha)).await;
+        assert!(got.complete && !got.stalled);
+        let done = got.outcome.unwrap();
+        assert_eq!(done.bytes, data.len() as u64);
+        assert_eq!(done.sha256, crate::files::hex(&sha));
+        assert_eq!(std::fs::read(s.0.join("f")).unwrap(), data);
+        assert_eq!(s.names(), ["f"]);
+    }
+
+    #[tokio::test]
+    async fn a_mismatch_a_broken_body_and_a_stall_leave_nothing_behind() {
+        let s = Scratch::new("refused");
+        let frames = || vec![Ok(Bytes::from_static(b"hello"))];
+        let got = put(&s, &mut body(frames(), false), Some([0; 32])).await;
+        assert!(got.complete);
+        assert_eq!(got.outcome.unwrap_err().kind, Kind::Mismatch);
+
+        let mut broken = frames();
+        broken.push(Err("reading the body: reset".into()));
+        let got = put(&s, &mut body(broken, false), None).await;
+        assert!(!got.complete && !got.stalled);
+        let e = got.outcome.unwrap_err();
+        assert_eq!(e.kind, Kind::Invalid);
+        assert_eq!(e.message, "reading the body: reset; nothing was written");
+
+        let got = put(&s, &mut body(frames(), true), None).await;
+        assert!(got.stalled && !got.complete);
+        assert!(got.outcome.is_err());
+        assert!(s.names().is_empty(), "{:?}", s.names());
+    }
+}

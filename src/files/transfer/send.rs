@@ -97,3 +97,37 @@ pub async fn send(opened: Opened, start: u64, len: u64, tx: mpsc::Sender<Bytes>)
     }
     crate::metrics::transfer_bytes(true, sent);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::{Scratch, read};
+
+    async fn sent(opened: Opened, start: u64, len: u64) -> (Vec<u8>, usize) {
+        let (tx, mut rx) = mpsc::channel(DEPTH);
+        tokio::spawn(send(opened, start, len, tx));
+        let (mut all, mut chunks) = (Vec::new(), 0);
+        while let Some(b) = rx.recv().await {
+            assert!(b.len() <= READ_CHUNK);
+            all.extend_from_slice(&b);
+            chunks += 1;
+        }
+        (all, chunks)
+    }
+
+    #[tokio::test]
+    async fn a_range_is_sent_exactly_in_chunks_of_at_most_read_chunk() {
+        let s = Scratch::new("send");
+        let data: Vec<u8> = (0..READ_CHUNK * 2 + 10).map(|i| (i % 253) as u8).collect();
+        std::fs::write(s.0.join("f"), &data).unwrap();
+        let open = || read::open(&s.place("f")).unwrap();
+        let (all, chunks) = sent(open(), 0, data.len() as u64).await;
+        assert_eq!((all.len(), chunks), (data.len(), 3));
+        assert_eq!(all, data);
+        let (part, _) = sent(open(), 5, 100).await;
+        assert_eq!(part, data[5..105]);
+        // Past the end of a file that is shorter than asked: what there is.
+        let (tail, _) = sent(open(), data.len() as u64 - 4, 100).await;
+        assert_eq!(tail, data[data.len() - 4..]);
+    }
+}
