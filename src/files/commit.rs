@@ -4,12 +4,11 @@
 //! 1. A temporary file beside the target (`.<name>.<random>.mcp-exec-tmp`,
 //!    `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600), through the parent's
 //!    descriptor.
-//! 2. The bytes are written and hashed as they come ([`Staged::write`];
-//!    or written by [`Staged::append`] while the caller hashes them on
-//!    another thread, and committed with [`Staged::commit_hashed`]; or,
-//!    for bytes already in memory, [`commit_bytes`]: hashed once, checked
-//!    before anything is written).
-//! 3. [`Staged::commit`]: `fsync`; the `sha256` verified when given; an
+//! 2. The bytes are written by [`Staged::append`] while the caller hashes
+//!    them (on another thread: [`super::transfer::receive`]; beside the
+//!    writes: `fetch`), or, for bytes already in memory, [`commit_bytes`]
+//!    hashes them once and checks before anything is written.
+//! 3. [`Staged::commit_hashed`]: `fsync`; the `sha256` verified when given; an
 //!    existing regular file with the same bytes (and mode, when one is
 //!    asked) leaves everything as it was (`unchanged`: a retry is
 //!    idempotent, also with `overwrite:false`); otherwise owner and mode
@@ -71,7 +70,6 @@ pub struct Staged {
     place: Place,
     tmp: OsString,
     file: File,
-    hasher: Sha256,
     bytes: u64,
     committed: bool,
 }
@@ -91,7 +89,6 @@ impl Staged {
                         place,
                         tmp,
                         file: File::from(fd),
-                        hasher: Sha256::new(),
                         bytes: 0,
                         committed: false,
                     });
@@ -102,20 +99,9 @@ impl Staged {
         }
     }
 
-    /// Appends `buf`.
-    pub fn write(&mut self, buf: &[u8]) -> Result<(), FileError> {
-        self.file
-            .write_all(buf)
-            .map_err(|e| FileError::io(&e, "writing", &self.place.path))?;
-        self.hasher.update(buf);
-        self.bytes += buf.len() as u64;
-        Ok(())
-    }
-
-    /// Appends `buf` without hashing it, for a caller that hashes the same
-    /// bytes in the same order itself (on another thread, while this one
-    /// writes) and commits with [`Staged::commit_hashed`]; never mixed with
-    /// [`Staged::write`].
+    /// Appends `buf`; the caller hashes the same bytes in the same order
+    /// itself (on another thread, while this one writes, or beforehand)
+    /// and commits with [`Staged::commit_hashed`].
     pub fn append(&mut self, buf: &[u8]) -> Result<(), FileError> {
         self.file
             .write_all(buf)
@@ -133,18 +119,8 @@ impl Staged {
             .map_err(|e| FileError::io(&e, "writing", &self.place.path))
     }
 
-    /// Verifies and renames into place (see the module doc).
-    pub fn commit(
-        mut self,
-        expected: Option<[u8; 32]>,
-        opts: Options,
-    ) -> Result<Committed, FileError> {
-        let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
-        self.commit_hashed(got, expected, opts)
-    }
-
-    /// [`Staged::commit`] of bytes that were [`Staged::append`]ed, `got`
-    /// being their SHA-256.
+    /// Verifies and renames into place (see the module doc) the bytes that
+    /// were [`Staged::append`]ed, `got` being their SHA-256.
     pub fn commit_hashed(
         mut self,
         got: [u8; 32],
@@ -294,7 +270,7 @@ fn settle(
 }
 
 /// `content`, whole in memory (`upload`'s), committed at `place`. It is
-/// hashed once; the commit's checks ([`Staged::commit`]'s, in the same
+/// hashed once; the commit's checks ([`Staged::commit_hashed`]'s, in the same
 /// order) run first, before anything is written — so a retry of the same
 /// bytes costs a read, not a write — and again at the commit, with that
 /// hash, in case the file changed meanwhile.

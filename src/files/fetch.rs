@@ -78,7 +78,7 @@ pub struct Limits {
     pub ca_file: Option<PathBuf>,
 }
 
-/// Fetches `url` into `place` and commits it as [`Staged::commit`] does
+/// Fetches `url` into `place` and commits it as [`Staged::commit_hashed`] does
 /// (`expected` verified, `opts` applied). Errors are [`FileError`]s whose
 /// text says what failed: the remote's status, the TLS reason, the limit,
 /// the deadline.
@@ -204,11 +204,16 @@ async fn stream(
 ) -> Result<Committed, FileError> {
     let (tx, mut rx) = mpsc::channel::<Piece>(QUEUED_FRAMES);
     let writer = tokio::task::spawn_blocking(move || {
+        use sha2::Digest;
         let mut staged = Staged::create(place)?;
+        let mut sha = sha2::Sha256::new();
         while let Some(piece) = rx.blocking_recv() {
             match piece {
-                Piece::Data(b) => staged.write(&b)?,
-                Piece::End => return staged.commit(expected, opts),
+                Piece::Data(b) => {
+                    staged.append(&b)?;
+                    sha.update(&b);
+                }
+                Piece::End => return staged.commit_hashed(sha.finalize().into(), expected, opts),
             }
         }
         Err(FileError::new(Kind::Io, "the fetch was abandoned"))

@@ -34,7 +34,7 @@ use crate::files::commit::{self, Committed, Options};
 use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
 use crate::files::transfer;
-use crate::files::{self as files, FileError, read};
+use crate::files::{self as files, FileError};
 use crate::policy::cwd::CwdPolicy;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
@@ -315,8 +315,8 @@ async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
     let place = transfer::blocking(move || -> Result<Place, FileError> {
         let place = Place::resolve(&policy.cwd, &path, mkdirs)?;
         place.not_a_root("written over")?;
-        if let Some(st) = read::lstat(&place)?
-            && !read::is_regular(&st)
+        if let Some(st) = files::read::lstat(&place)?
+            && !files::read::is_regular(&st)
         {
             return Err(FileError::not_regular(&place.path));
         }
