@@ -242,11 +242,15 @@ async fn stream(
     }
     .await;
     drop(tx);
+    // Awaited on every path, so that a refused fetch's temporary file is
+    // gone before the answer (the writer removes it once the channel
+    // closes without `End`).
+    let written = writer
+        .await
+        .map_err(|e| FileError::new(Kind::Io, format!("the writer failed: {e}")));
     match fed {
         Err(e) => Err(e),
-        Ok(_) => writer
-            .await
-            .map_err(|e| FileError::new(Kind::Io, format!("the writer failed: {e}")))?,
+        Ok(_) => written?,
     }
 }
 
