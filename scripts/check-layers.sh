@@ -10,6 +10,10 @@
 #    render the answers.
 # 3. `terminal` (the PTY screen and keys, SPEC §20) is a leaf: it names
 #    nothing else in the crate, so jobs, tools and transports can all use it.
+# 6. `files` (the file engine: path policy, commit, transfer pipeline) names
+#    no tool, no server and no hyper type: every front-end calls it, it
+#    knows none of them (`fetch.rs`, upload's HTTPS client, may use hyper's
+#    client; it still names no tool or server).
 # 4. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
 #    or protocol type: every listener stands on it, so it knows none of them.
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
@@ -23,10 +27,11 @@ cd "$(dirname "$0")/.."
 
 status=0
 
-# check RULE DIR PATTERN: report every line under DIR matching PATTERN.
+# check RULE DIR PATTERN [FILE]: report every line under DIR matching
+# PATTERN (in any file but one named FILE, when given).
 check() {
     local rule=$1 dir=$2 pattern=$3 hits
-    hits=$(grep -rnE --include='*.rs' "$pattern" "$dir")
+    hits=$(grep -rnE --include='*.rs' --exclude="${4:-}" "$pattern" "$dir")
     if [[ -n $hits ]]; then
         while IFS= read -r line; do
             echo "check-layers: $rule: $line" >&2
@@ -41,6 +46,12 @@ check "the transport must not reach into the job table (use the verbs of jobs::J
     src/server/transport '\b(JobTable|Pending|Window|Redact|StdinSlot)\b|stdin[ _]slot|\.table\(\)'
 check "terminal is a leaf and must not name the rest of the crate" \
     src/terminal '\bcrate::|\bsuper::super::'
+# The file engine is below every front-end: it names no tool or server type,
+check "files must not name tools or server (the front-ends call files, not the reverse)" \
+    src/files '\bcrate::(tools|server)\b|\bsuper::super::(tools|server)\b'
+# and no hyper type but in fetch.rs, the HTTPS client of upload's `file`.
+check "files must not name hyper (a transport's types stay in the front-ends)" \
+    src/files '\bhyper(_util)?\b' fetch.rs
 
 check "the floor must not name jobs, tools, server or protocol" \
     src/net '\bcrate::(jobs|tools|server|protocol|tasks|files|policy)\b'

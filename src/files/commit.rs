@@ -1,12 +1,14 @@
-//! The atomic write of SPEC §13.1, shared by `upload` and `PUT /files`.
+//! The atomic write (docs/files.md), shared by `upload`, `PUT /files`,
+//! sandboxd's `PUT /v1/files` and envd's `POST /files`.
 //!
 //! 1. A temporary file beside the target (`.<name>.<random>.mcp-exec-tmp`,
 //!    `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600), through the parent's
 //!    descriptor.
-//! 2. The bytes are written and hashed as they come ([`Staged::write`];
-//!    or written by [`Staged::append`] while the caller hashes them on
-//!    another thread, and committed with [`Staged::commit_hashed`]).
-//! 3. [`Staged::commit`]: `fsync`; the `sha256` verified when given; an
+//! 2. The bytes are written by [`Staged::append`] while the caller hashes
+//!    them (on another thread: [`super::transfer::receive()`]; beside the
+//!    writes: `fetch`), or, for bytes already in memory, [`commit_bytes`]
+//!    hashes them once and checks before anything is written.
+//! 3. [`Staged::commit_hashed`]: `fsync`; the `sha256` verified when given; an
 //!    existing regular file with the same bytes (and mode, when one is
 //!    asked) leaves everything as it was (`unchanged`: a retry is
 //!    idempotent, also with `overwrite:false`); otherwise owner and mode
@@ -68,7 +70,6 @@ pub struct Staged {
     place: Place,
     tmp: OsString,
     file: File,
-    hasher: Sha256,
     bytes: u64,
     committed: bool,
 }
@@ -88,7 +89,6 @@ impl Staged {
                         place,
                         tmp,
                         file: File::from(fd),
-                        hasher: Sha256::new(),
                         bytes: 0,
                         committed: false,
                     });
@@ -99,20 +99,9 @@ impl Staged {
         }
     }
 
-    /// Appends `buf`.
-    pub fn write(&mut self, buf: &[u8]) -> Result<(), FileError> {
-        self.file
-            .write_all(buf)
-            .map_err(|e| FileError::io(&e, "writing", &self.place.path))?;
-        self.hasher.update(buf);
-        self.bytes += buf.len() as u64;
-        Ok(())
-    }
-
-    /// Appends `buf` without hashing it, for a caller that hashes the same
-    /// bytes in the same order itself (on another thread, while this one
-    /// writes) and commits with [`Staged::commit_hashed`]; never mixed with
-    /// [`Staged::write`].
+    /// Appends `buf`; the caller hashes the same bytes in the same order
+    /// itself (on another thread, while this one writes, or beforehand)
+    /// and commits with [`Staged::commit_hashed`].
     pub fn append(&mut self, buf: &[u8]) -> Result<(), FileError> {
         self.file
             .write_all(buf)
@@ -130,60 +119,21 @@ impl Staged {
             .map_err(|e| FileError::io(&e, "writing", &self.place.path))
     }
 
-    /// Verifies and renames into place (see the module doc).
-    pub fn commit(
-        mut self,
-        expected: Option<[u8; 32]>,
-        opts: Options,
-    ) -> Result<Committed, FileError> {
-        let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
-        self.commit_hashed(got, expected, opts)
-    }
-
-    /// [`Staged::commit`] of bytes that were [`Staged::append`]ed, `got`
-    /// being their SHA-256.
+    /// Verifies and renames into place (see the module doc) the bytes that
+    /// were [`Staged::append`]ed, `got` being their SHA-256.
     pub fn commit_hashed(
         mut self,
         got: [u8; 32],
         expected: Option<[u8; 32]>,
         opts: Options,
     ) -> Result<Committed, FileError> {
-        let path = &self.place.path;
         self.file
             .sync_all()
-            .map_err(|e| FileError::io(&e, "writing", path))?;
-        if let Some(expected) = expected
-            && expected != got
-        {
-            return Err(FileError::new(
-                Kind::Mismatch,
-                format!(
-                    "sha256 mismatch: expected {}, got {}",
-                    super::hex(&expected),
-                    super::hex(&got)
-                ),
-            ));
-        }
-        let mut answer = Committed {
-            path: path.display().to_string(),
-            bytes: self.bytes,
-            sha256: super::hex(&got),
-            unchanged: false,
-            created: false,
+            .map_err(|e| FileError::io(&e, "writing", &self.place.path))?;
+        let (mut answer, existing) = match settle(&self.place, self.bytes, got, expected, opts)? {
+            Settled::Unchanged(answer) => return Ok(answer),
+            Settled::Write(answer, existing) => (answer, existing),
         };
-        let existing = read::lstat(&self.place)?;
-        if let Some(st) = &existing {
-            if !read::is_regular(st) {
-                return Err(FileError::not_regular(path));
-            }
-            if holds(&self.place, st, self.bytes, &got, opts.mode)? {
-                answer.unchanged = true;
-                return Ok(answer);
-            }
-            if !opts.overwrite {
-                return Err(FileError::exists(path));
-            }
-        }
         answer.created = existing.is_none();
         self.set_owner_and_mode(existing.as_ref(), opts.mode)?;
         self.rename(opts.overwrite)?;
@@ -264,6 +214,81 @@ impl Staged {
             Err(e) => Err(FileError::errno(e, "creating", path)),
         }
     }
+}
+
+/// What the checks of a commit found.
+enum Settled {
+    /// The file already holds these bytes: nothing is to be written.
+    Unchanged(Committed),
+    /// Write and rename; what is at the place now, if anything.
+    Write(Committed, Option<rustix::fs::Stat>),
+}
+
+/// The checks of a commit, in their order: the `sha256` (a mismatch), then
+/// what is at `place` now — not a regular file, already these `bytes`
+/// (unchanged), a different file while `overwrite` is false (exists).
+fn settle(
+    place: &Place,
+    bytes: u64,
+    got: [u8; 32],
+    expected: Option<[u8; 32]>,
+    opts: Options,
+) -> Result<Settled, FileError> {
+    if let Some(expected) = expected
+        && expected != got
+    {
+        return Err(FileError::new(
+            Kind::Mismatch,
+            format!(
+                "sha256 mismatch: expected {}, got {}",
+                super::hex(&expected),
+                super::hex(&got)
+            ),
+        ));
+    }
+    let mut answer = Committed {
+        path: place.path.display().to_string(),
+        bytes,
+        sha256: super::hex(&got),
+        unchanged: false,
+        created: false,
+    };
+    let existing = read::lstat(place)?;
+    if let Some(st) = &existing {
+        if !read::is_regular(st) {
+            return Err(FileError::not_regular(&place.path));
+        }
+        if holds(place, st, bytes, &got, opts.mode)? {
+            answer.unchanged = true;
+            return Ok(Settled::Unchanged(answer));
+        }
+        if !opts.overwrite {
+            return Err(FileError::exists(&place.path));
+        }
+    }
+    Ok(Settled::Write(answer, existing))
+}
+
+/// `content`, whole in memory (`upload`'s), committed at `place`. It is
+/// hashed once; the commit's checks ([`Staged::commit_hashed`]'s, in the same
+/// order) run first, before anything is written — so a retry of the same
+/// bytes costs a read, not a write — and again at the commit, with that
+/// hash, in case the file changed meanwhile.
+pub fn commit_bytes(
+    place: Place,
+    content: &[u8],
+    expected: Option<[u8; 32]>,
+    opts: Options,
+) -> Result<Committed, FileError> {
+    place.not_a_root("written over")?;
+    let got: [u8; 32] = Sha256::digest(content).into();
+    let bytes = content.len() as u64;
+    if let Settled::Unchanged(answer) = settle(&place, bytes, got, expected, opts)? {
+        return Ok(answer);
+    }
+    let mut staged = Staged::create(place)?;
+    staged.append(content)?;
+    staged.commit_hashed(got, expected, opts)
 }
 
 impl Drop for Staged {
@@ -357,5 +382,56 @@ mod tests {
         assert!(!is_temp_name(std::ffi::OsStr::new(
             ".a.zzzzzzzzzzzzzzzz.mcp-exec-tmp"
         )));
+    }
+
+    fn opts(overwrite: bool) -> Options {
+        Options {
+            mode: None,
+            overwrite,
+        }
+    }
+
+    fn sha(bytes: &[u8]) -> [u8; 32] {
+        Sha256::digest(bytes).into()
+    }
+
+    #[test]
+    fn bytes_in_memory_are_committed_and_the_same_bytes_again_leave_the_file_untouched() {
+        use std::os::unix::fs::MetadataExt;
+        let s = crate::files::Scratch::new("bytes");
+        let done = commit_bytes(s.place("f"), b"hello", Some(sha(b"hello")), opts(true)).unwrap();
+        assert!(done.created && !done.unchanged);
+        assert_eq!(
+            (done.bytes, done.sha256.clone()),
+            (5, super::super::hex(&sha(b"hello")))
+        );
+        let ino = std::fs::metadata(s.0.join("f")).unwrap().ino();
+        let again = commit_bytes(s.place("f"), b"hello", None, opts(false)).unwrap();
+        assert!(again.unchanged && !again.created);
+        assert_eq!(std::fs::metadata(s.0.join("f")).unwrap().ino(), ino);
+        assert_eq!(s.names(), ["f"]);
+    }
+
+    #[test]
+    fn bytes_in_memory_are_refused_in_the_commits_order_before_anything_is_written() {
+        let s = crate::files::Scratch::new("refused");
+        std::fs::write(s.0.join("f"), b"old").unwrap();
+        std::os::unix::fs::symlink("f", s.0.join("l")).unwrap();
+        // A mismatch comes first, even where the place is no regular file.
+        let e = commit_bytes(s.place("l"), b"new", Some(sha(b"other")), opts(true)).unwrap_err();
+        assert_eq!(e.kind, Kind::Mismatch, "{e}");
+        assert!(e.message.starts_with("sha256 mismatch: expected "), "{e}");
+        let e = commit_bytes(s.place("l"), b"new", None, opts(true)).unwrap_err();
+        assert_eq!(e.kind, Kind::NotRegular, "{e}");
+        let e = commit_bytes(s.place("f"), b"new", Some(sha(b"new")), opts(false)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{:?} exists and overwrite is false", s.0.join("f"))
+        );
+        assert_eq!(std::fs::read(s.0.join("f")).unwrap(), b"old");
+        assert_eq!(s.names(), ["f", "l"], "no temporary file is left");
+        let done = commit_bytes(s.place("f"), b"new", None, opts(true)).unwrap();
+        assert!(!done.created && !done.unchanged);
+        assert_eq!(std::fs::read(s.0.join("f")).unwrap(), b"new");
     }
 }

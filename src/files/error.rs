@@ -1,28 +1,59 @@
-//! How a file operation fails: a [`Kind`] (which decides an HTTP status)
-//! and the message the client sees, which always names the path.
+//! How a file operation fails: a [`Kind`], which every front-end maps to
+//! its own code (an HTTP status, a Connect code, a sandboxd code), and the
+//! message the client sees, which always names the path.
+//!
+//! # The kind decides, never the text
+//! A front-end chooses its wire code by matching the [`Kind`]
+//! exhaustively, so a new kind makes each of them choose; the message is
+//! only shown. [`FileError::http_status`] is the mapping of `/files` (and
+//! envd's `/files`), the others are in their front-ends.
 
 use std::path::Path;
 
 use rustix::io::Errno;
 
-/// What went wrong, coarsely.
+/// What went wrong: one variant per cause a client may be told apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// The request is malformed (a relative path, `..`, bad hex, …): 400.
     Invalid,
-    /// Outside the working-directory policy, or the kernel said `EACCES` /
-    /// `EPERM`: 403.
-    Forbidden,
+    /// The path is outside the working-directory policy's allowed
+    /// directories (or a sandbox's root): 403.
+    Outside,
+    /// The kernel refused (`EACCES`, `EPERM`, `EROFS`): 403.
+    Denied,
+    /// `/` or an allowed root, which is never deleted, moved, replaced or
+    /// written over: 403.
+    Root,
     /// The path does not exist: 404.
     NotFound,
-    /// It exists (and may not be replaced), is not empty, is not a regular
-    /// file, or is of the wrong kind: 409.
-    Conflict,
+    /// It exists and may not be replaced (`EEXIST`, `overwrite` false): 409.
+    Exists,
+    /// A directory that is not empty (`ENOTEMPTY`): 409.
+    NotEmpty,
+    /// Not a regular file where one is read or replaced (a FIFO, device,
+    /// socket, directory): 409.
+    NotRegular,
+    /// Not a directory where one is needed (`ENOTDIR`; a parent, a listed
+    /// or watched path): 409.
+    NotDirectory,
+    /// A directory where a file is meant (`EISDIR`, a delete without
+    /// `recursive`): 409.
+    IsDirectory,
+    /// A symbolic link as the final component, which is never followed
+    /// (`ELOOP` under `O_NOFOLLOW`): 409.
+    Symlink,
+    /// A move across file systems (`EXDEV`), which would not be atomic: 409.
+    CrossDevice,
+    /// In use (`EBUSY`, a mount point): 409.
+    Busy,
+    /// A tree nested deeper than a delete goes: 409.
+    TooDeep,
     /// The content does not match its `sha256`: 422.
     Mismatch,
     /// More than one call may carry: 413.
     TooLarge,
-    /// No space left on the device: 507.
+    /// No space left on the device (`ENOSPC`, `EDQUOT`): 507.
     NoSpace,
     /// Any other I/O error: 500.
     Io,
@@ -49,13 +80,13 @@ impl FileError {
 
     /// `"/x" is not a regular file`.
     pub fn not_regular(path: &Path) -> FileError {
-        FileError::new(Kind::Conflict, format!("{path:?} is not a regular file"))
+        FileError::new(Kind::NotRegular, format!("{path:?} is not a regular file"))
     }
 
     /// `"/x" exists and overwrite is false`.
     pub fn exists(path: &Path) -> FileError {
         FileError::new(
-            Kind::Conflict,
+            Kind::Exists,
             format!("{path:?} exists and overwrite is false"),
         )
     }
@@ -70,14 +101,16 @@ impl FileError {
                 FileError::new(Kind::NoSpace, format!("{reason} {doing} {path:?}"))
             }
             Errno::NOENT => FileError::new(Kind::NotFound, format!("{path:?}: {reason}")),
-            Errno::EXIST | Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR | Errno::BUSY => {
-                FileError::new(Kind::Conflict, format!("{path:?}: {reason}"))
-            }
+            Errno::EXIST => FileError::new(Kind::Exists, format!("{path:?}: {reason}")),
+            Errno::NOTEMPTY => FileError::new(Kind::NotEmpty, format!("{path:?}: {reason}")),
+            Errno::ISDIR => FileError::new(Kind::IsDirectory, format!("{path:?}: {reason}")),
+            Errno::NOTDIR => FileError::new(Kind::NotDirectory, format!("{path:?}: {reason}")),
+            Errno::BUSY => FileError::new(Kind::Busy, format!("{path:?}: {reason}")),
             Errno::ACCESS | Errno::PERM | Errno::ROFS => {
-                FileError::new(Kind::Forbidden, format!("{doing} {path:?}: {reason}"))
+                FileError::new(Kind::Denied, format!("{doing} {path:?}: {reason}"))
             }
             Errno::LOOP => FileError::new(
-                Kind::Conflict,
+                Kind::Symlink,
                 format!("{path:?} is a symbolic link (not followed)"),
             ),
             Errno::NAMETOOLONG | Errno::INVAL => {
@@ -92,13 +125,21 @@ impl FileError {
         FileError::errno(Errno::from_io_error(e).unwrap_or(Errno::IO), doing, path)
     }
 
-    /// The HTTP status code of its kind.
+    /// The HTTP status code of its kind, as `/files` answers.
     pub fn http_status(&self) -> u16 {
         match self.kind {
             Kind::Invalid => 400,
-            Kind::Forbidden => 403,
+            Kind::Outside | Kind::Denied | Kind::Root => 403,
             Kind::NotFound => 404,
-            Kind::Conflict => 409,
+            Kind::Exists
+            | Kind::NotEmpty
+            | Kind::NotRegular
+            | Kind::NotDirectory
+            | Kind::IsDirectory
+            | Kind::Symlink
+            | Kind::CrossDevice
+            | Kind::Busy
+            | Kind::TooDeep => 409,
             Kind::TooLarge => 413,
             Kind::Mismatch => 422,
             Kind::NoSpace => 507,
@@ -130,5 +171,32 @@ mod tests {
             FileError::errno(Errno::NOENT, "reading", p).http_status(),
             404
         );
+    }
+
+    #[test]
+    fn each_errno_has_its_own_kind_and_keeps_its_status() {
+        let p = Path::new("/x");
+        let cases = [
+            (Errno::NOENT, Kind::NotFound, 404),
+            (Errno::EXIST, Kind::Exists, 409),
+            (Errno::NOTEMPTY, Kind::NotEmpty, 409),
+            (Errno::ISDIR, Kind::IsDirectory, 409),
+            (Errno::NOTDIR, Kind::NotDirectory, 409),
+            (Errno::BUSY, Kind::Busy, 409),
+            (Errno::LOOP, Kind::Symlink, 409),
+            (Errno::ACCESS, Kind::Denied, 403),
+            (Errno::ROFS, Kind::Denied, 403),
+            (Errno::NOSPC, Kind::NoSpace, 507),
+            (Errno::DQUOT, Kind::NoSpace, 507),
+            (Errno::INVAL, Kind::Invalid, 400),
+            (Errno::IO, Kind::Io, 500),
+        ];
+        for (errno, kind, status) in cases {
+            let e = FileError::errno(errno, "writing", p);
+            assert_eq!((e.kind, e.http_status()), (kind, status), "{errno:?}: {e}");
+            assert!(e.message.contains("\"/x\""), "{errno:?}: {e}");
+        }
+        assert_eq!(FileError::exists(p).kind, Kind::Exists);
+        assert_eq!(FileError::not_regular(p).kind, Kind::NotRegular);
     }
 }

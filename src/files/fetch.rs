@@ -78,7 +78,7 @@ pub struct Limits {
     pub ca_file: Option<PathBuf>,
 }
 
-/// Fetches `url` into `place` and commits it as [`Staged::commit`] does
+/// Fetches `url` into `place` and commits it as [`Staged::commit_hashed`] does
 /// (`expected` verified, `opts` applied). Errors are [`FileError`]s whose
 /// text says what failed: the remote's status, the TLS reason, the limit,
 /// the deadline.
@@ -204,11 +204,16 @@ async fn stream(
 ) -> Result<Committed, FileError> {
     let (tx, mut rx) = mpsc::channel::<Piece>(QUEUED_FRAMES);
     let writer = tokio::task::spawn_blocking(move || {
+        use sha2::Digest;
         let mut staged = Staged::create(place)?;
+        let mut sha = sha2::Sha256::new();
         while let Some(piece) = rx.blocking_recv() {
             match piece {
-                Piece::Data(b) => staged.write(&b)?,
-                Piece::End => return staged.commit(expected, opts),
+                Piece::Data(b) => {
+                    staged.append(&b)?;
+                    sha.update(&b);
+                }
+                Piece::End => return staged.commit_hashed(sha.finalize().into(), expected, opts),
             }
         }
         Err(FileError::new(Kind::Io, "the fetch was abandoned"))
@@ -237,11 +242,15 @@ async fn stream(
     }
     .await;
     drop(tx);
+    // Awaited on every path, so that a refused fetch's temporary file is
+    // gone before the answer (the writer removes it once the channel
+    // closes without `End`).
+    let written = writer
+        .await
+        .map_err(|e| FileError::new(Kind::Io, format!("the writer failed: {e}")));
     match fed {
         Err(e) => Err(e),
-        Ok(_) => writer
-            .await
-            .map_err(|e| FileError::new(Kind::Io, format!("the writer failed: {e}")))?,
+        Ok(_) => written?,
     }
 }
 

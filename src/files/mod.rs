@@ -1,20 +1,30 @@
-//! File transfer (SPEC §13), transport-agnostic: the `upload` and
-//! `download` tools and the HTTP `/files` API are thin layers over this.
+//! The file engine, transport-agnostic: the `upload` and `download`
+//! tools, the HTTP `/files` API, sandboxd's `/v1/files` and envd's
+//! `/files` and `filesystem.Filesystem` are thin layers over this. It
+//! names no tool, server or transport type (`scripts/check-layers.sh`;
+//! `fetch`, an HTTPS client, is the one part that uses an HTTP library).
 //!
 //! - [`path`]: the text of a path → an absolute path (the tools' `path`
 //!   argument, the URL of `/files/…`): pure functions, fuzzable.
 //! - [`place`]: a path → its parent directory's descriptor and its final
-//!   name, resolved once under the working-directory policy (§12.5).
+//!   name, resolved once under the working-directory policy
+//!   (`MCP_EXEC_ALLOWED_CWDS`); a final symlink followed, for a front-end
+//!   that writes through links, by descriptor ([`place::Place::follow`]).
 //! - [`commit`]: the atomic write (temporary file, `fsync`, verify,
 //!   `fchmod`, rename, `fsync` of the directory).
+//! - [`transfer`]: the verified pipeline — bodies streamed in to the
+//!   commit (chunks written and hashed side by side, background syncs) and
+//!   byte ranges streamed out, on the file workers.
+//! - [`mode`]: a mode as clients write it, and the setuid rule.
 //! - [`read`]: opening a regular file for reading, and hashing.
 //! - [`tree`]: listing, `stat`, `mkdir`, delete and move (the HTTP file
 //!   API).
-//! - [`watch`]: watching a directory for changes (inotify; SPEC §22).
-//! - [`error`]: [`FileError`], whose kind decides an HTTP status.
+//! - [`watch`]: watching a directory for changes (inotify).
+//! - [`error`]: [`FileError`] and its typed [`Kind`], from which every
+//!   front-end chooses its wire code (never from the message).
 //! - `fetch` (feature `https-fetch`): an `https://` URL streamed into the
-//!   same commit (`upload`'s `file`, SPEC §22); the one part that is async
-//!   (the network) around a writer on the blocking pool.
+//!   same commit (`upload`'s `file`); async (the network) around a writer
+//!   on the blocking pool.
 //!
 //! # Free of check-then-use races
 //! A path is resolved exactly once, to a [`place::Place`]: the `O_PATH`
@@ -22,25 +32,70 @@
 //! `openat2(RESOLVE_BENEATH)` under a policy) and the final name. Every
 //! later step is an `*at` call on that descriptor, and the final component
 //! is never followed when it is a symlink (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`,
-//! and `rename`, which replaces a link rather than its target). Only regular
-//! files are read or replaced. All of it but `fetch` is blocking I/O: callers run it on
-//! tokio's blocking pool.
+//! and `rename`, which replaces a link rather than its target) — unless a
+//! front-end asks [`place::Place::follow`], which has the kernel follow it
+//! and accepts only the object it reached. Only regular files are read or
+//! replaced. All of it but `fetch` and [`transfer`] is blocking I/O:
+//! callers run it on the file workers ([`transfer::blocking`]).
 //!
 //! # What it is not
-//! Redaction (§12.6) covers process output only: files are read and
-//! written exactly.
+//! Redaction covers process output only: files are read and written
+//! exactly. It knows no wire: status codes, headers, `Range` syntax and
+//! error shapes are each front-end's.
 
 pub mod commit;
 pub mod error;
 #[cfg(feature = "https-fetch")]
 pub mod fetch;
+pub mod mode;
 pub mod path;
 pub mod place;
 pub mod read;
+pub mod transfer;
 pub mod tree;
 pub mod watch;
 
 pub use error::{FileError, Kind};
+
+/// A fresh directory for a unit test of this room, removed when dropped.
+#[cfg(test)]
+pub(crate) struct Scratch(pub std::path::PathBuf);
+
+#[cfg(test)]
+impl Scratch {
+    pub(crate) fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!(
+            "mcp-exec-files-{tag}-{}-{:x}",
+            std::process::id(),
+            crate::random::bits_128().unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    /// The place of `name` in it, under no policy.
+    pub(crate) fn place(&self, name: &str) -> place::Place {
+        let policy = crate::policy::cwd::CwdPolicy::from_settings(None, None).unwrap();
+        place::Place::resolve(&policy, &self.0.join(name), false).unwrap()
+    }
+
+    /// The names in it, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+#[cfg(test)]
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Lower-case hex of a digest.
 pub fn hex(bytes: &[u8]) -> String {

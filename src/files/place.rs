@@ -5,12 +5,18 @@
 //! under one, whose parent is outside it — resolves to itself (the
 //! directory, and `.`), marked [`Place::root`]: it can be listed, stat'ed,
 //! read as a directory, never deleted, moved, replaced or written over.
+//!
+//! A front-end that reads and writes *through* a final symlink (sandboxd
+//! does) asks [`Place::follow`]: the kernel follows the link once, from
+//! the parent's descriptor, and what it reached is placed again under the
+//! same policy and accepted only if it is the very object the link led to
+//! (device and inode) — never a check of one path and a use of another.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::error::{FileError, Kind};
@@ -82,6 +88,41 @@ impl Place {
         })
     }
 
+    /// Where the final component leads when it is a symlink: `self` when it
+    /// is none (or does not exist); otherwise the link (and any chain of
+    /// them) is followed by the kernel once, from [`Place::dir`] (`O_PATH`),
+    /// and the object reached is placed again, by the path the kernel gives
+    /// its descriptor, under `policy`: outside it is [`Kind::Outside`], a
+    /// dangling link [`Kind::NotFound`], and a link or target swapped
+    /// meanwhile (a different device or inode there) [`Kind::Io`].
+    pub fn follow(self, policy: &CwdPolicy) -> Result<Place, FileError> {
+        match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {}
+            _ => return Ok(self),
+        }
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let reached = rustix::fs::openat(&self.dir, &self.name, flags, Mode::empty())
+            .map_err(|e| FileError::errno(e, "reading", &self.path))?;
+        let seen =
+            rustix::fs::fstat(&reached).map_err(|e| FileError::errno(e, "reading", &self.path))?;
+        // The kernel's name of what the descriptor holds (not a lookup).
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", reached.as_raw_fd()))
+            .map_err(|e| FileError::io(&e, "reading", &self.path))?;
+        let place = Place::resolve(policy, &real, false)?;
+        let same = rustix::fs::statat(&place.dir, &place.name, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino));
+        if !same {
+            return Err(FileError::new(
+                Kind::Io,
+                format!(
+                    "{:?} changed while its symbolic link was followed; try again",
+                    self.path
+                ),
+            ));
+        }
+        Ok(place)
+    }
+
     /// Refuses `doing` (`deleted`, `moved`, …) to a [`Place::root`], saying
     /// why: `"/workspace" is an allowed root directory: it cannot be deleted`.
     pub fn not_a_root(&self, doing: &str) -> Result<(), FileError> {
@@ -94,14 +135,14 @@ impl Place {
             "an allowed root directory (MCP_EXEC_ALLOWED_CWDS)"
         };
         Err(FileError::new(
-            Kind::Forbidden,
+            Kind::Root,
             format!("{:?} is {what}: it cannot be {doing}", self.path),
         ))
     }
 }
 
 fn outside(policy: &CwdPolicy, path: &Path) -> FileError {
-    FileError::new(Kind::Forbidden, policy.outside_text("path", path))
+    FileError::new(Kind::Outside, policy.outside_text("path", path))
 }
 
 /// The parent of `path` could not be opened.
@@ -112,7 +153,7 @@ fn parent_error(e: Errno, path: &Path, parent: &Path) -> FileError {
             format!("{path:?}: the directory {parent:?} does not exist (mkdirs creates it)"),
         ),
         Errno::NOTDIR | Errno::LOOP => FileError::new(
-            Kind::Conflict,
+            Kind::NotDirectory,
             format!("{path:?}: {parent:?} is not a directory"),
         ),
         e => FileError::errno(e, "opening the directory of", path),
@@ -153,5 +194,68 @@ fn open_ancestor(policy: &CwdPolicy, path: &Path, at: &Path) -> Result<OwnedFd, 
         Ok(fd) => Ok(fd),
         Err(DirRefusal::Outside) => Err(outside(policy, path)),
         Err(DirRefusal::Errno(e)) => Err(parent_error(e, path, at)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::Scratch;
+
+    #[test]
+    fn a_path_outside_the_allowed_directories_is_of_the_outside_kind() {
+        let s = Scratch::new("outside");
+        let root = s.0.join("root");
+        std::fs::create_dir(&root).unwrap();
+        let policy = CwdPolicy::from_settings(root.to_str(), root.to_str()).unwrap();
+        let e = Place::resolve(&policy, &s.0.join("x"), false).unwrap_err();
+        assert_eq!(e.kind, Kind::Outside, "{e}");
+        let e = Place::resolve(&policy, &s.0.join("a/b"), true).unwrap_err();
+        assert_eq!(e.kind, Kind::Outside, "{e}");
+        assert!(Place::resolve(&policy, &root.join("x"), false).is_ok());
+    }
+
+    #[test]
+    fn an_allowed_root_is_of_the_root_kind_when_it_would_be_changed() {
+        let s = Scratch::new("root");
+        let policy = CwdPolicy::from_settings(s.0.to_str(), s.0.to_str()).unwrap();
+        let root = Place::resolve(&policy, &s.0, false).unwrap();
+        assert!(root.root);
+        assert_eq!(root.not_a_root("deleted").unwrap_err().kind, Kind::Root);
+        let inside = Place::resolve(&policy, &s.0.join("x"), false).unwrap();
+        assert_eq!(inside.not_a_root("deleted"), Ok(()));
+    }
+
+    #[test]
+    fn a_missing_parent_is_not_found_and_a_file_as_parent_is_not_a_directory() {
+        let s = Scratch::new("parent");
+        std::fs::write(s.0.join("f"), b"x").unwrap();
+        let policy = CwdPolicy::from_settings(None, None).unwrap();
+        let e = Place::resolve(&policy, &s.0.join("no/x"), false).unwrap_err();
+        assert_eq!(e.kind, Kind::NotFound, "{e}");
+        let e = Place::resolve(&policy, &s.0.join("f/x"), false).unwrap_err();
+        assert_eq!(e.kind, Kind::NotDirectory, "{e}");
+    }
+
+    #[test]
+    fn a_final_symlink_is_followed_to_its_target_and_never_out_of_the_policy() {
+        let s = Scratch::new("follow");
+        let root = s.0.join("root");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("d/t"), b"x").unwrap();
+        std::fs::write(s.0.join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink("d/t", root.join("rel")).unwrap();
+        std::os::unix::fs::symlink("rel", root.join("chain")).unwrap();
+        std::os::unix::fs::symlink(s.0.join("secret"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink("nothing", root.join("dangling")).unwrap();
+        let policy = CwdPolicy::from_settings(root.to_str(), root.to_str()).unwrap();
+        let follow = |name: &str| Place::resolve(&policy, &root.join(name), false)?.follow(&policy);
+        let real = std::fs::canonicalize(root.join("d/t")).unwrap();
+        assert_eq!(follow("rel").unwrap().path, real);
+        assert_eq!(follow("chain").unwrap().path, real);
+        assert_eq!(follow("d/t").unwrap().path, root.join("d/t"));
+        assert_eq!(follow("new").unwrap().path, root.join("new"));
+        assert_eq!(follow("out").unwrap_err().kind, Kind::Outside);
+        assert_eq!(follow("dangling").unwrap_err().kind, Kind::NotFound);
     }
 }

@@ -106,7 +106,7 @@ fn open_dir(place: &Place) -> Result<OwnedFd, FileError> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     rustix::fs::openat(&place.dir, &place.name, flags, Mode::empty()).map_err(|e| match e {
         Errno::NOTDIR | Errno::LOOP => FileError::new(
-            Kind::Conflict,
+            Kind::NotDirectory,
             format!("{:?} is not a directory", place.path),
         ),
         e => FileError::errno(e, "listing", &place.path),
@@ -172,14 +172,14 @@ pub fn mkdir(place: &Place, parents: bool) -> Result<Entry, FileError> {
                 .map_err(|e| FileError::errno(e, "creating", &place.path))?;
             if !is_dir(&st) {
                 return Err(FileError::new(
-                    Kind::Conflict,
+                    Kind::Exists,
                     format!("{:?} exists and is not a directory", place.path),
                 ));
             }
         }
         Err(Errno::EXIST) => {
             return Err(FileError::new(
-                Kind::Conflict,
+                Kind::Exists,
                 format!("{:?} already exists", place.path),
             ));
         }
@@ -201,7 +201,7 @@ pub fn delete(place: &Place, recursive: bool) -> Result<(), FileError> {
     }
     if !recursive {
         return Err(FileError::new(
-            Kind::Conflict,
+            Kind::IsDirectory,
             format!(
                 "{:?} is a directory (delete it with ?recursive)",
                 place.path
@@ -221,7 +221,7 @@ pub fn remove(place: &Place, recursive: bool) -> Result<(), FileError> {
     if place.root {
         if !recursive {
             return Err(FileError::new(
-                Kind::Conflict,
+                Kind::Root,
                 format!(
                     "{:?} is the root: it cannot be deleted (recursive=true empties it)",
                     place.path
@@ -242,7 +242,7 @@ pub fn remove(place: &Place, recursive: bool) -> Result<(), FileError> {
     }
     rustix::fs::unlinkat(&place.dir, &place.name, AtFlags::REMOVEDIR).map_err(|e| match e {
         Errno::NOTEMPTY | Errno::EXIST => FileError::new(
-            Kind::Conflict,
+            Kind::NotEmpty,
             format!(
                 "{:?} is a directory that is not empty (recursive=true removes it)",
                 place.path
@@ -256,7 +256,7 @@ pub fn remove(place: &Place, recursive: bool) -> Result<(), FileError> {
 fn remove_tree(parent: &OwnedFd, name: &OsStr, path: &Path, depth: usize) -> Result<(), FileError> {
     if depth >= MAX_DEPTH {
         return Err(FileError::new(
-            Kind::Conflict,
+            Kind::TooDeep,
             format!("{path:?} is nested more than {MAX_DEPTH} directories deep"),
         ));
     }
@@ -330,20 +330,54 @@ pub fn rename(from: &Place, to: &Place, overwrite: bool) -> Result<(), FileError
     rustix::fs::renameat_with(&from.dir, &from.name, &to.dir, &to.name, flags).map_err(
         |e| match e {
             Errno::EXIST => FileError::new(
-                Kind::Conflict,
+                Kind::Exists,
                 format!("{:?} exists (move with &overwrite to replace it)", to.path),
             ),
             Errno::XDEV => FileError::new(
-                Kind::Conflict,
+                Kind::CrossDevice,
                 format!(
                     "{:?} and {:?} are on different file systems (not atomic: copy instead)",
                     from.path, to.path
                 ),
             ),
             Errno::NOTEMPTY => {
-                FileError::new(Kind::Conflict, format!("{:?} is not empty", to.path))
+                FileError::new(Kind::NotEmpty, format!("{:?} is not empty", to.path))
             }
             e => FileError::errno(e, "moving", &from.path),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::Scratch;
+
+    #[test]
+    fn each_refusal_of_the_file_api_has_its_own_kind() {
+        let s = Scratch::new("kinds");
+        std::fs::create_dir_all(s.0.join("d/inner")).unwrap();
+        std::fs::write(s.0.join("f"), b"x").unwrap();
+        std::fs::write(s.0.join("g"), b"y").unwrap();
+        let kind = |r: Result<(), FileError>| r.unwrap_err().kind;
+        assert_eq!(kind(delete(&s.place("d"), false)), Kind::IsDirectory);
+        assert_eq!(kind(remove(&s.place("d"), false)), Kind::NotEmpty);
+        assert_eq!(
+            kind(rename(&s.place("f"), &s.place("g"), false)),
+            Kind::Exists
+        );
+        assert_eq!(
+            kind(rename(&s.place("f"), &s.place("d"), true)),
+            Kind::IsDirectory
+        );
+        assert_eq!(kind(mkdir(&s.place("f"), false).map(drop)), Kind::Exists);
+        assert_eq!(
+            kind(list(&s.place("f"), 10, None).map(drop)),
+            Kind::NotDirectory
+        );
+        assert_eq!(kind(delete(&s.place("nothing"), false)), Kind::NotFound);
+        // Nothing was changed by a refusal.
+        assert_eq!(std::fs::read(s.0.join("g")).unwrap(), b"y");
+        assert!(s.0.join("d/inner").is_dir());
+    }
 }

@@ -251,7 +251,10 @@ fn join(a: &Path, rest: &Path) -> PathBuf {
 }
 
 fn not_a_dir(path: &Path) -> FileError {
-    FileError::new(ErrorKind::Conflict, format!("{path:?} is not a directory"))
+    FileError::new(
+        ErrorKind::NotDirectory,
+        format!("{path:?} is not a directory"),
+    )
 }
 
 impl Watch {
@@ -1080,7 +1083,7 @@ mod tests {
         let outside = Scratch::new("linked");
         std::os::unix::fs::symlink(&outside.0, s.0.join("l")).unwrap();
         let e = Watch::open(&policy(), &s.0.join("l"), false, Limits::default()).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert_eq!(e.kind, ErrorKind::NotDirectory, "{e}");
         let w = watch(&s.0, true, Limits::default());
         assert_eq!(w.watched_dirs(), 1);
     }
@@ -1092,7 +1095,7 @@ mod tests {
         let root = s.0.join("root");
         let p = CwdPolicy::from_settings(root.to_str(), root.to_str()).unwrap();
         let e = Watch::open(&p, &s.0, false, Limits::default()).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Forbidden, "{e}");
+        assert_eq!(e.kind, ErrorKind::Outside, "{e}");
         assert!(Watch::open(&p, &root, true, Limits::default()).is_ok());
     }
 

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use super::upload::path_arg;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable};
 use crate::files::place::Place;
+use crate::files::transfer;
 use crate::files::{self as files, FileError, Kind, read};
 use crate::protocol::result::Payload;
 
@@ -105,7 +106,7 @@ async fn download(call: &Call, a: &Args) -> ToolOutcome {
     let length = opt_u64(a, "length")?;
     let max = call.app.config.max_transfer_bytes;
     let app = Arc::clone(&call.app);
-    let task = tokio::task::spawn_blocking(move || {
+    let task = transfer::blocking(move || {
         let place = Place::resolve(&app.cwd, &path, false)?;
         let opened = read::open(&place)?;
         let total = opened.size;
@@ -127,7 +128,6 @@ async fn download(call: &Call, a: &Args) -> ToolOutcome {
     });
     let (path, total, data) = cancellable(&call.cancel, task)
         .await?
-        .map_err(|e| ToolError::File(format!("the download failed: {e}")))?
         .map_err(|e| ToolError::File(e.to_string()))?;
     crate::metrics::transfer_bytes(true, data.len() as u64);
     let meta = Meta {

@@ -28,12 +28,13 @@ use std::sync::Arc;
 
 use base64::Engine;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::{App, Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
-use crate::files::commit::{self, Committed, Options, Staged};
+use crate::files::commit::{self, Committed, Options};
+use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
-use crate::files::{self as files, FileError, read};
+use crate::files::transfer;
+use crate::files::{self as files, FileError};
 use crate::policy::cwd::CwdPolicy;
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
@@ -195,14 +196,12 @@ fn parse(a: &Args, max: usize) -> Result<Upload, ToolError> {
     };
     let mode = match args::opt_str(a, "mode")? {
         None => None,
-        Some(m) => {
-            let mode = parse_mode(m).ok_or_else(|| {
-                ToolError::invalid(format!(
-                    "\"mode\" must be octal permission bits like \"0644\", not {m:?}"
-                ))
-            })?;
-            Some(without_setid(mode).map_err(ToolError::invalid)?)
-        }
+        Some(m) => Some(mode::parse_mode(m, Form::Octal).map_err(|e| match e {
+            ModeError::Malformed => ToolError::invalid(format!(
+                "\"mode\" must be octal permission bits like \"0644\", not {m:?}"
+            )),
+            ModeError::SetId(_) => ToolError::invalid(e.to_string()),
+        })?),
     };
     let overwrite = match a.get("overwrite") {
         None | Some(serde_json::Value::Null) => true,
@@ -268,16 +267,6 @@ fn file_source(file: &Value) -> Result<Source, ToolError> {
     Ok(Source::Url { url, file_id })
 }
 
-/// `"0644"`, `"644"`, `"0o644"`: at most `07777`.
-pub fn parse_mode(text: &str) -> Option<u32> {
-    let t = text.trim();
-    let t = t.strip_prefix("0o").unwrap_or(t);
-    if t.is_empty() || t.len() > 5 {
-        return None;
-    }
-    u32::from_str_radix(t, 8).ok().filter(|m| *m <= 0o7777)
-}
-
 /// Standard base64, padding optional, whitespace (line breaks) ignored.
 fn decode_base64(text: &str) -> Result<Vec<u8>, ToolError> {
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -306,10 +295,9 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
         call.progress.set("upload still fetching its file");
         return cancellable(&call.cancel, fetched(app, req)).await?;
     }
-    let task = tokio::task::spawn_blocking(move || write(&app.cwd, req));
+    let task = transfer::blocking(move || write(&app.cwd, req));
     let done = cancellable(&call.cancel, task)
         .await?
-        .map_err(|e| ToolError::File(format!("the upload failed: {e}")))?
         .map_err(|e| ToolError::File(e.to_string()))?;
     Ok(Payload::object(done))
 }
@@ -324,18 +312,17 @@ async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
     };
     let (path, mkdirs) = (req.path, req.mkdirs);
     let policy = Arc::clone(&app);
-    let place = tokio::task::spawn_blocking(move || -> Result<Place, FileError> {
+    let place = transfer::blocking(move || -> Result<Place, FileError> {
         let place = Place::resolve(&policy.cwd, &path, mkdirs)?;
         place.not_a_root("written over")?;
-        if let Some(st) = read::lstat(&place)?
-            && !read::is_regular(&st)
+        if let Some(st) = files::read::lstat(&place)?
+            && !files::read::is_regular(&st)
         {
             return Err(FileError::not_regular(&place.path));
         }
         Ok(place)
     })
     .await
-    .map_err(|e| ToolError::File(format!("the upload failed: {e}")))?
     .map_err(|e| ToolError::File(e.to_string()))?;
     let limits = files::fetch::Limits {
         max_bytes: app.config.max_transfer_bytes as u64,
@@ -353,88 +340,19 @@ async fn fetched(_: Arc<App>, _: Upload) -> ToolOutcome {
     Err(ToolError::invalid("\"file\" is not supported by this build of mcp-exec").into())
 }
 
-/// Resolves, skips identical content, and commits.
+/// Resolves and commits ([`commit::commit_bytes`]: hashed once, identical
+/// content skipped before anything is written).
 fn write(policy: &CwdPolicy, req: Upload) -> Result<Committed, FileError> {
     let Source::Bytes(content) = req.source else {
         return Err(FileError::new(files::Kind::Invalid, "not bytes"));
     };
     let place = Place::resolve(policy, &req.path, req.mkdirs)?;
-    place.not_a_root("written over")?;
-    let sha: [u8; 32] = Sha256::digest(&content).into();
-    if let Some(expected) = req.sha256
-        && expected != sha
-    {
-        return Err(FileError::new(
-            files::Kind::Mismatch,
-            format!(
-                "sha256 mismatch: expected {}, got {}",
-                files::hex(&expected),
-                files::hex(&sha)
-            ),
-        ));
-    }
-    if let Some(st) = read::lstat(&place)? {
-        if !read::is_regular(&st) {
-            return Err(FileError::not_regular(&place.path));
-        }
-        if commit::holds(&place, &st, content.len() as u64, &sha, req.opts.mode)? {
-            return Ok(Committed {
-                path: place.path.display().to_string(),
-                bytes: content.len() as u64,
-                sha256: files::hex(&sha),
-                unchanged: true,
-                created: false,
-            });
-        }
-        if !req.opts.overwrite {
-            return Err(FileError::exists(&place.path));
-        }
-    }
-    let mut staged = Staged::create(place)?;
-    staged.write(&content)?;
-    staged.commit(Some(sha), req.opts)
-}
-
-/// `mode`, unless it has the setuid or setgid bit: a file the root server
-/// writes with one runs as root (or with root's group) for every job user
-/// that can execute it, so a caller of `upload` or `PUT /files` could hand
-/// a `nobody` job a way back to root. A job that means it runs `chmod`
-/// itself, as whichever user it is. The sticky bit (01000) is harmless and
-/// kept.
-pub fn without_setid(mode: u32) -> Result<u32, String> {
-    if mode & 0o6000 != 0 {
-        return Err(format!(
-            "mode {mode:04o} sets the setuid or setgid bit, which upload and PUT /files refuse: \
-             the file would run as root for any job user (chmod it from a job to mean it)"
-        ));
-    }
-    Ok(mode)
+    commit::commit_bytes(place, &content, req.sha256, req.opts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn setuid_and_setgid_modes_are_refused_with_a_reason_and_the_sticky_bit_is_kept() {
-        for setid in [0o4755, 0o2755, 0o6777] {
-            let e = without_setid(setid).unwrap_err();
-            assert!(e.contains("setuid or setgid"), "{e}");
-        }
-        assert_eq!(without_setid(0o1777), Ok(0o1777));
-        assert_eq!(without_setid(0o644), Ok(0o644));
-    }
-
-    #[test]
-    fn modes_are_octal_with_or_without_a_leading_zero() {
-        assert_eq!(parse_mode("0644"), Some(0o644));
-        assert_eq!(parse_mode("755"), Some(0o755));
-        assert_eq!(parse_mode("0o600"), Some(0o600));
-        assert_eq!(parse_mode("4755"), Some(0o4755));
-        for bad in ["", "rw-r--r--", "0999", "77777", "-1"] {
-            assert_eq!(parse_mode(bad), None, "{bad}");
-        }
-    }
 
     #[cfg(feature = "https-fetch")]
     #[test]

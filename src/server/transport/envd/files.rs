@@ -1,7 +1,8 @@
 //! envd's REST `/files` (notes/platform-protocols.md §2.3), as the `e2b`
-//! SDK calls it — a mapping onto the same transfer code as our own
-//! `/files/<path>` (`http::files`: the atomic commit of
-//! [`crate::files::commit`], streamed both ways, memory flat):
+//! SDK calls it — a mapping onto the one transfer pipeline,
+//! [`crate::files::transfer`] (the atomic commit of
+//! [`crate::files::commit`], streamed both ways, memory flat), as our own
+//! `/files/<path>` is:
 //!
 //! | request | answer |
 //! |---|---|
@@ -35,11 +36,12 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
-use super::super::http::files::{Frames, Received, blocking, receive, send_file};
+use super::super::http::transfer::send_file;
 use super::connect::Reply;
 use super::filesystem::{Names, absolute, home};
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
+use crate::files::transfer::{Frames, Received, blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::net::body::Body;
 use crate::tools::App;
@@ -331,7 +333,7 @@ impl Parts<'_> {
     }
 }
 
-/// One part's body as [`receive`] reads it: its data, then `None` at its
+/// One part's body as [`receive()`] reads it: its data, then `None` at its
 /// end — so that each part goes through the one `PUT` pipeline.
 struct Part<'a, 'b>(&'a mut Parts<'b>);
 

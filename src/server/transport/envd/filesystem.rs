@@ -37,7 +37,6 @@ use rustix::fs::{AtFlags, FileType as RawType, Stat};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::super::http::files::blocking;
 use super::EnvdState;
 use super::connect::{
     Code, Envelopes, Error, Meta, Reply, Shape, end, message, ok, refusal, stream_request,
@@ -45,6 +44,7 @@ use super::connect::{
 };
 use super::watchers::{self, WatchRequest, WatcherRequest};
 use crate::files::place::Place;
+use crate::files::transfer::blocking;
 use crate::files::{FileError, Kind, path, tree};
 use crate::policy::cwd::CwdPolicy;
 use crate::tools::App;
@@ -77,9 +77,17 @@ impl From<FileError> for RpcError {
     fn from(e: FileError) -> RpcError {
         let code = match e.kind {
             Kind::Invalid => "invalid_argument",
-            Kind::Forbidden => "permission_denied",
+            Kind::Outside | Kind::Denied | Kind::Root => "permission_denied",
             Kind::NotFound => "not_found",
-            Kind::Conflict => "failed_precondition",
+            Kind::Exists
+            | Kind::NotEmpty
+            | Kind::NotRegular
+            | Kind::NotDirectory
+            | Kind::IsDirectory
+            | Kind::Symlink
+            | Kind::CrossDevice
+            | Kind::Busy
+            | Kind::TooDeep => "failed_precondition",
             Kind::TooLarge | Kind::NoSpace => "resource_exhausted",
             Kind::Mismatch => "data_loss",
             Kind::Io => "internal",
@@ -465,7 +473,7 @@ pub async fn make_dir(ctx: Ctx, req: PathRequest) -> Result<EntryResponse, RpcEr
         match tree::mkdir(&place, false) {
             Ok(_) => {}
             // Made meanwhile by someone else: it exists.
-            Err(e) if e.kind == Kind::Conflict => {
+            Err(e) if e.kind == Kind::Exists => {
                 return Err(RpcError::new("already_exists", e.message));
             }
             Err(e) => return Err(e.into()),
@@ -484,12 +492,9 @@ pub async fn move_entry(ctx: Ctx, req: MoveRequest) -> Result<EntryResponse, Rpc
     run(ctx, move |ctx, names| {
         let from = ctx.resolve(names, &req.source, false)?;
         let to = ctx.resolve(names, &req.destination, true)?;
-        tree::rename(&from, &to, true).map_err(|e| match e.kind {
-            Kind::Conflict if e.message.contains("different file systems") => {
-                RpcError::new("failed_precondition", e.message)
-            }
-            _ => e.into(),
-        })?;
+        // Across file systems (`Kind::CrossDevice`) it is
+        // `failed_precondition`, as every conflict.
+        tree::rename(&from, &to, true)?;
         Ok(EntryResponse {
             entry: stat_place(&to, names)?,
         })
@@ -557,7 +562,7 @@ fn walk(
     let mut after: Option<std::ffi::OsString> = None;
     loop {
         let page = tree::list(place, tree::MAX_LIMIT, after.as_deref()).map_err(|e| {
-            if e.kind == Kind::Conflict {
+            if e.kind == Kind::NotDirectory {
                 RpcError::new(
                     "invalid_argument",
                     format!("path is not a directory: {}", shown.display()),

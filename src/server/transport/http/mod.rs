@@ -45,7 +45,7 @@
 //! past `MCP_EXEC_HTTP_MAX_SESSIONS` the least recently used idle one ends.
 
 mod exec;
-pub(in crate::server::transport) mod files;
+mod files;
 mod mcp;
 mod ports;
 mod probes;
@@ -53,6 +53,7 @@ mod read;
 mod routing;
 pub mod settings;
 mod state;
+pub(in crate::server::transport) mod transfer;
 mod tty;
 
 use std::net::SocketAddr;

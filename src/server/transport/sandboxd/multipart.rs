@@ -9,7 +9,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::server::transport::http::files::Frames;
+use crate::files::transfer::Frames;
 
 /// The longest header block of one part.
 pub const MAX_PART_HEAD: usize = 16 * 1024;

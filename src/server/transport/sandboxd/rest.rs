@@ -1,14 +1,14 @@
 //! sandboxd's REST API (KEP-539.2, `filesystem.yaml`; SPEC §21) as a
-//! mapping onto [`crate::files`] and the `/files` pipeline of
-//! [`crate::server::transport::http::files`]: nothing here reads or writes
-//! a file itself.
+//! mapping onto [`crate::files`] and its transfer pipeline
+//! ([`crate::files::transfer`]): nothing here reads or writes a file
+//! itself.
 //!
 //! | request | answer |
 //! |---|---|
 //! | `GET /v1/files/{path}`, a file | the bytes, `application/octet-stream`, `Content-Length`, one `Range` (`206`, `416`) |
 //! | `GET /v1/files/{path}`, a directory | `{"path", "entries":[{name, size, type: file\|directory, modified_at, mode}]}`, by name; a symlink shown as what it leads to, left out when that is outside the root or missing |
 //! | `HEAD /v1/files/{path}` | `200` (a file's `Content-Length`) / `404` |
-//! | `PUT /v1/files/{path}?mode=0644` | raw body or the `multipart/form-data` part `file`; the atomic commit of `files::commit`, parents created; `204`; `400` for a directory or a mode not `^0[0-7]{3}$` |
+//! | `PUT /v1/files/{path}?mode=0644` | raw body or the `multipart/form-data` part `file`; the atomic commit of `files::commit`, parents created; `204`; `400` for a directory or a mode not `^0[0-7]{3}$` ([`crate::files::mode`]) |
 //! | `DELETE /v1/files/{path}?recursive=true` | `204`; `404`; `409` a non-empty directory without `recursive` |
 //! | `GET /v1/health` | `{"status":"ok","uptime_seconds"}`; `503 {"code":"UNAVAILABLE"}` once shutting down |
 //! | `GET /v1/metadata` | `{"env":{…}}`: the variables with the prefix, credentials withheld |
@@ -27,8 +27,10 @@
 //! `openat2(RESOLVE_BENEATH)`), and the root itself must be allowed by
 //! §12.5's policy, so a sandboxd path can never reach what the MCP tools may
 //! not. Like sandboxd, a path whose last component is a symlink (inside
-//! the root) is read or written through: it is resolved once, to its
-//! target, which is then used through descriptors. `DELETE` removes the
+//! the root) is read or written through: [`Place::follow`] has the kernel
+//! follow it from the parent's descriptor and places the object it reached
+//! under the same policy (the same device and inode, or refused), which is
+//! then used through descriptors; no path is checked and then used. `DELETE` removes the
 //! link itself, never its target (sandboxd removes the target).
 
 use std::ffi::OsString;
@@ -48,7 +50,9 @@ use super::multipart::{self, FilePart};
 use super::settings::SandboxRoot;
 use crate::config::Config;
 use crate::files::commit::{Options, Staged};
+use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
+use crate::files::transfer::{blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::net::http::{InFlight, Mount};
 use crate::net::reply::{self, HttpReply};
@@ -57,9 +61,7 @@ use crate::net::{
     accept::{self, Peers, Protocol},
 };
 use crate::policy::cwd::CwdPolicy;
-use crate::server::transport::http::files::{
-    self as http_files, blocking, json_reply, receive, send_file,
-};
+use crate::server::transport::http::transfer::{json_reply, send_file};
 use crate::server::transport::platform::{Platform, PlatformAuth, Refusal};
 use crate::tools::App;
 
@@ -74,8 +76,6 @@ pub struct SandboxdRest {
     auth: PlatformAuth,
     /// `--sandboxd-root`, as configured.
     root: PathBuf,
-    /// Its realpath at start-up.
-    real_root: PathBuf,
     /// The policy whose one root is the sandbox root.
     policy: CwdPolicy,
     /// `/v1/metadata`'s answer, fixed at start-up (the environment is).
@@ -112,7 +112,6 @@ impl SandboxdRest {
         Ok(Some(SandboxdRest {
             auth,
             root,
-            real_root,
             policy,
             metadata,
             started: Instant::now(),
@@ -215,12 +214,24 @@ fn failure(status: StatusCode, message: &str) -> HttpReply {
 
 /// A [`FileError`] in sandboxd's terms: its kind decides the code; what
 /// sandboxd has no code for (no space, a sha mismatch) is `500 INTERNAL`.
+/// The root is `409`: the one refusal of it that reaches here is a
+/// `DELETE` without `recursive` (a write to it is refused earlier, as a
+/// directory), which sandboxd answers as a directory it cannot remove.
 fn file_failure(e: &FileError) -> HttpReply {
     let status = match e.kind {
         Kind::Invalid | Kind::TooLarge => StatusCode::BAD_REQUEST,
-        Kind::Forbidden => StatusCode::FORBIDDEN,
+        Kind::Outside | Kind::Denied => StatusCode::FORBIDDEN,
         Kind::NotFound => StatusCode::NOT_FOUND,
-        Kind::Conflict => StatusCode::CONFLICT,
+        Kind::Root
+        | Kind::Exists
+        | Kind::NotEmpty
+        | Kind::NotRegular
+        | Kind::NotDirectory
+        | Kind::IsDirectory
+        | Kind::Symlink
+        | Kind::CrossDevice
+        | Kind::Busy
+        | Kind::TooDeep => StatusCode::CONFLICT,
         Kind::Mismatch | Kind::NoSpace | Kind::Io => StatusCode::INTERNAL_SERVER_ERROR,
     };
     failure(status, &e.message)
@@ -228,32 +239,31 @@ fn file_failure(e: &FileError) -> HttpReply {
 
 fn escapes() -> FileError {
     FileError::new(
-        Kind::Forbidden,
+        Kind::Outside,
         "path traversal outside sandbox root is forbidden",
     )
 }
 
 impl SandboxdRest {
-    /// `full` with a last component that is a symlink resolved (within
-    /// the root; else `403`); `full` itself when it does not exist.
-    fn follow(&self, full: &Path) -> Result<PathBuf, FileError> {
-        match std::fs::symlink_metadata(full) {
-            Ok(m) if m.file_type().is_symlink() => {}
-            _ => return Ok(full.to_owned()),
-        }
-        let real = std::fs::canonicalize(full).map_err(|e| FileError::io(&e, "reading", full))?;
-        if !real.starts_with(&self.real_root) {
-            return Err(escapes());
-        }
-        Ok(real)
-    }
-
     /// [`Place::resolve`] under the sandbox policy; "outside" in its words.
     fn place(&self, path: &Path, mkdirs: bool) -> Result<Place, FileError> {
-        Place::resolve(&self.policy, path, mkdirs).map_err(|e| match e.kind {
-            Kind::Forbidden if e.message.contains("outside the allowed directories") => escapes(),
+        Place::resolve(&self.policy, path, mkdirs).map_err(|e| self.words(e))
+    }
+
+    /// `path` resolved, its final symlink (inside the root) followed
+    /// ([`Place::follow`]: by the kernel, from the parent's descriptor).
+    fn followed(&self, path: &Path) -> Result<Place, FileError> {
+        self.place(path, false)?
+            .follow(&self.policy)
+            .map_err(|e| self.words(e))
+    }
+
+    /// A path outside the sandbox root in sandboxd's words.
+    fn words(&self, e: FileError) -> FileError {
+        match e.kind {
+            Kind::Outside => escapes(),
             _ => e,
-        })
+        }
     }
 }
 
@@ -454,8 +464,7 @@ async fn get(
         .map(str::to_owned);
     let r = Arc::clone(rest);
     let found = blocking(move || {
-        let target = r.follow(&full)?;
-        let place = r.place(&target, false)?;
+        let place = r.followed(&full)?;
         let st = read::lstat(&place)?
             .ok_or_else(|| FileError::errno(rustix::io::Errno::NOENT, "reading", &full))?;
         if tree::is_dir(&st) {
@@ -465,9 +474,9 @@ async fn get(
                     entries: Vec::new(),
                 }));
             }
-            return listing(&r, &place, &target, shown).map(Found::Listing);
+            return listing(&r, &place, shown).map(Found::Listing);
         }
-        read::open(&place).map(|o| Found::File(o, target))
+        read::open(&place).map(|o| Found::File(o, place.path.clone()))
     })
     .await;
     match found {
@@ -496,12 +505,11 @@ async fn get(
     }
 }
 
-/// Every entry of the directory at `place` (`dir` its path), sandboxd's
-/// shape: symlinks shown as what they lead to, or left out.
+/// Every entry of the directory at `place`, sandboxd's shape: symlinks
+/// shown as what they lead to ([`Place::follow`]), or left out.
 fn listing(
     rest: &SandboxdRest,
     place: &Place,
-    dir: &Path,
     shown: String,
 ) -> Result<DirectoryListing, FileError> {
     let mut entries = Vec::new();
@@ -510,27 +518,26 @@ fn listing(
         let page = tree::list(place, tree::MAX_LIMIT, after.as_deref())?;
         for e in page.entries {
             let (kind, size, mode, mtime) = if e.kind == "symlink" {
-                let Some(m) = rest
-                    .follow(&dir.join(&e.name))
+                let Some(st) = rest
+                    .followed(&place.path.join(&e.name))
                     .ok()
-                    .and_then(|t| std::fs::metadata(t).ok())
+                    .and_then(|t| read::lstat(&t).ok().flatten())
                 else {
                     continue;
                 };
-                let secs = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_secs());
+                let secs = u64::try_from(st.st_mtime).unwrap_or(0);
                 let mtime = humantime::format_rfc3339_seconds(
                     std::time::UNIX_EPOCH + Duration::from_secs(secs),
                 )
                 .to_string();
-                use std::os::unix::fs::PermissionsExt;
                 (
-                    if m.is_dir() { "directory" } else { "file" },
-                    m.len(),
-                    m.permissions().mode(),
+                    if tree::is_dir(&st) {
+                        "directory"
+                    } else {
+                        "file"
+                    },
+                    u64::try_from(st.st_size).unwrap_or(0),
+                    st.st_mode,
                     mtime,
                 )
             } else {
@@ -568,14 +575,6 @@ fn query_value(query: &str, key: &str) -> Option<String> {
         })
 }
 
-/// sandboxd's `mode`: `^0[0-7]{3}$`.
-pub fn parse_mode(text: &str) -> Option<u32> {
-    let b = text.as_bytes();
-    (b.len() == 4 && b[0] == b'0' && b[1..].iter().all(|c| (b'0'..=b'7').contains(c)))
-        .then(|| u32::from_str_radix(text, 8).ok())
-        .flatten()
-}
-
 /// Go's `strconv.ParseBool`.
 fn parse_bool(text: &str) -> Option<bool> {
     match text {
@@ -583,6 +582,14 @@ fn parse_bool(text: &str) -> Option<bool> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
         _ => None,
     }
+}
+
+/// Where a `PUT` writes: placed before the body is read when its parent
+/// exists (a final symlink followed), else placed, its parents made, when
+/// the body starts.
+enum Dest {
+    Placed(Place),
+    Later(PathBuf),
 }
 
 async fn put(
@@ -595,27 +602,35 @@ async fn put(
     // sandboxd gives every written file its mode, 0644 unless asked.
     let mode = match query_value(query, "mode").filter(|m| !m.is_empty()) {
         None => crate::files::commit::DEFAULT_MODE,
-        Some(m) => match parse_mode(&m) {
-            Some(m) => m,
-            None => {
+        Some(m) => match mode::parse_mode(&m, Form::Sandboxd) {
+            Ok(m) => m,
+            Err(ModeError::Malformed) => {
                 return failure(
                     StatusCode::BAD_REQUEST,
                     &format!("mode {m:?} must match ^0[0-7]{{3}}$"),
                 );
             }
+            Err(e @ ModeError::SetId(_)) => {
+                return failure(StatusCode::BAD_REQUEST, &e.to_string());
+            }
         },
     };
     let r = Arc::clone(rest);
-    let target = match blocking(move || {
-        let target = r.follow(&full)?;
-        if std::fs::metadata(&target).is_ok_and(|m| m.is_dir()) {
+    let dest = match blocking(move || {
+        // Any refusal of the path (a parent missing, …) is the commit's
+        // to say, once its parents have been made.
+        let Ok(place) = r.place(&full, false) else {
+            return Ok(Dest::Later(full));
+        };
+        let place = place.follow(&r.policy).map_err(|e| r.words(e))?;
+        if read::lstat(&place)?.is_some_and(|st| tree::is_dir(&st)) {
             return Err(FileError::new(Kind::Invalid, "target path is a directory"));
         }
-        Ok(target)
+        Ok(Dest::Placed(place))
     })
     .await
     {
-        Ok(t) => t,
+        Ok(d) => d,
         Err(e) => return file_failure(&e),
     };
     let opts = Options {
@@ -624,7 +639,10 @@ async fn put(
     };
     let stall = app.config.http_stall_timeout;
     let r = Arc::clone(rest);
-    let open = move || Staged::create(r.place(&target, true)?);
+    let open = move || match dest {
+        Dest::Placed(place) => Staged::create(place),
+        Dest::Later(path) => Staged::create(r.place(&path, true)?),
+    };
     let boundary = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -639,13 +657,10 @@ async fn put(
         }
     };
     let reply = match got.outcome {
-        _ if got.stalled => {
-            let r = http_files::stalled(stall);
-            failure(
-                r.status(),
-                "the body stalled (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
-            )
-        }
+        _ if got.stalled => failure(
+            StatusCode::REQUEST_TIMEOUT,
+            "the body stalled (MCP_EXEC_HTTP_STALL_TIMEOUT); nothing was written",
+        ),
         Ok(_) => reply::empty(StatusCode::NO_CONTENT),
         Err(e) => file_failure(&e),
     };
@@ -724,12 +739,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mode_is_sandboxds_four_octal_digits_with_a_leading_zero() {
-        assert_eq!(parse_mode("0644"), Some(0o644));
-        assert_eq!(parse_mode("0755"), Some(0o755));
-        for bad in ["644", "0844", "04755", "0o644", "abcd", ""] {
-            assert_eq!(parse_mode(bad), None, "{bad}");
-        }
+    fn a_bool_is_gos_parse_bool() {
         assert_eq!(parse_bool("true"), Some(true));
         assert_eq!(parse_bool("0"), Some(false));
         assert_eq!(parse_bool("yes"), None);
@@ -767,9 +777,12 @@ mod tests {
         );
         assert_eq!(code(escapes()), StatusCode::FORBIDDEN);
         assert_eq!(
-            code(FileError::new(Kind::Conflict, "x")),
-            StatusCode::CONFLICT
+            code(FileError::new(Kind::Denied, "x")),
+            StatusCode::FORBIDDEN
         );
+        for kind in [Kind::Exists, Kind::NotEmpty, Kind::CrossDevice, Kind::Root] {
+            assert_eq!(code(FileError::new(kind, "x")), StatusCode::CONFLICT);
+        }
         assert_eq!(
             code(FileError::new(Kind::NoSpace, "x")),
             StatusCode::INTERNAL_SERVER_ERROR
