@@ -170,6 +170,13 @@ impl Config {
             .filter(|n| *n > 0)
             .unwrap_or(256)
     }
+
+    /// One listener's connection cap: `MCP_EXEC_HTTP_MAX_CONNECTIONS`, or
+    /// its share of the descriptors when that is smaller.
+    pub fn listener_cap(&self) -> usize {
+        self.http_max_connections_or_default()
+            .min(self.connection_share)
+    }
 }
 
 /// Descriptors a listener may hold beyond its cap at once: the silent

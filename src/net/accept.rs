@@ -85,6 +85,30 @@ pub struct Listener {
     pub in_flight: Option<super::http::InFlight>,
 }
 
+impl Listener {
+    /// A listener named `name`: `tokened` says whether it checks a token
+    /// (without one, local peers of another uid are refused: [`Peers`]);
+    /// it never stops accepting and counts no requests in flight until
+    /// told otherwise.
+    pub fn new(
+        name: &'static str,
+        protocol: Protocol,
+        max_connections: usize,
+        stall: Duration,
+        tokened: bool,
+    ) -> Listener {
+        Listener {
+            name,
+            protocol,
+            max_connections,
+            stall,
+            peers: if tokened { Peers::Any } else { Peers::SameUid },
+            stop: None,
+            in_flight: None,
+        }
+    }
+}
+
 /// An admitted connection, handed to the listener's protocol.
 pub struct Connection {
     /// The socket, with the write-stall bound.

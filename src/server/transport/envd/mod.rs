@@ -46,7 +46,7 @@ use crate::jobs::JobId;
 use crate::net::body::Body;
 use crate::net::{
     self,
-    accept::{self, Peers, Protocol},
+    accept::{self, Protocol},
 };
 use crate::tools::App;
 use connect::{Code, Reply};
@@ -107,22 +107,13 @@ pub async fn start(
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
     let socket = accept::bind(settings.auth.addr(), "envd").await?;
-    let floor = accept::Listener {
-        name: "envd",
-        protocol: Protocol::Http1,
-        max_connections: app
-            .config
-            .http_max_connections_or_default()
-            .min(app.config.connection_share),
-        stall: app.config.http_stall_timeout,
-        peers: if settings.auth.has_token() {
-            Peers::Any
-        } else {
-            Peers::SameUid
-        },
-        stop: None,
-        in_flight: None,
-    };
+    let floor = accept::Listener::new(
+        "envd",
+        Protocol::Http1,
+        app.config.listener_cap(),
+        app.config.http_stall_timeout,
+        settings.auth.has_token(),
+    );
     let state = Arc::new(EnvdState {
         app,
         shutdown: shutdown.clone(),

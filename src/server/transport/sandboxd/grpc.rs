@@ -72,7 +72,7 @@ use crate::jobs::{
 };
 use crate::net::{
     self,
-    accept::{self, Peers, Protocol},
+    accept::{self, Protocol},
 };
 use crate::protocol::version::{LATEST, Revision};
 use crate::server::transport::platform::Refusal;
@@ -99,20 +99,14 @@ pub async fn start(
 ) -> std::io::Result<()> {
     let socket = accept::bind(settings.auth.addr(), "sandboxd gRPC").await?;
     let floor = accept::Listener {
-        name: "sandboxd-grpc",
-        protocol: Protocol::Http2,
-        max_connections: app
-            .config
-            .http_max_connections_or_default()
-            .min(app.config.connection_share),
-        stall: app.config.http_stall_timeout,
-        peers: if settings.auth.has_token() {
-            Peers::Any
-        } else {
-            Peers::SameUid
-        },
         stop: Some(shutdown.clone()),
-        in_flight: None,
+        ..accept::Listener::new(
+            "sandboxd-grpc",
+            Protocol::Http2,
+            app.config.listener_cap(),
+            app.config.http_stall_timeout,
+            settings.auth.has_token(),
+        )
     };
     let settings = Arc::new(settings);
     accept::serve(socket, floor, move |conn| {

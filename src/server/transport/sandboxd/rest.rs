@@ -58,7 +58,7 @@ use crate::net::http::{InFlight, Mount};
 use crate::net::reply::{self, HttpReply};
 use crate::net::{
     self,
-    accept::{self, Peers, Protocol},
+    accept::{self, Protocol},
 };
 use crate::policy::cwd::CwdPolicy;
 use crate::server::transport::http::transfer::{json_reply, send_file};
@@ -326,20 +326,14 @@ pub async fn start(
 ) -> std::io::Result<()> {
     let socket = accept::bind(rest.auth.addr(), "sandboxd REST").await?;
     let floor = accept::Listener {
-        name: "sandboxd-rest",
-        protocol: Protocol::Http1,
-        max_connections: app
-            .config
-            .http_max_connections_or_default()
-            .min(app.config.connection_share),
-        stall: app.config.http_stall_timeout,
-        peers: if rest.auth.has_token() {
-            Peers::Any
-        } else {
-            Peers::SameUid
-        },
-        stop: None,
         in_flight: Some(in_flight.clone()),
+        ..accept::Listener::new(
+            "sandboxd-rest",
+            Protocol::Http1,
+            app.config.listener_cap(),
+            app.config.http_stall_timeout,
+            rest.auth.has_token(),
+        )
     };
     let route = mount(rest, app, shutdown);
     accept::serve(socket, floor, move |conn| {
