@@ -15,6 +15,8 @@
 //! - [`http`]: HTTP/1.1 and HTTP/2 on an admitted connection, with their
 //!   deadlines and limits, each request marked in the table while served.
 //! - [`peer`]: which uid owns the local socket at the other end.
+//! - [`status`]: the one RPC status code, rendered as gRPC's number,
+//!   Connect's name and Connect's HTTP status.
 //!
 //! docs/security.md lists what every listener guarantees.
 
@@ -24,3 +26,4 @@ pub mod gate;
 pub mod http;
 pub mod peer;
 pub mod stall;
+pub mod status;

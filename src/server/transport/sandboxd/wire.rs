@@ -1,8 +1,9 @@
 //! gRPC on the wire, by hand, for the sandboxd front-end (SPEC §21): the
 //! `process.v1` messages (generated from the vendored `.proto` by build.rs),
-//! the length-prefixed message framing, the status codes, `grpc-timeout`,
-//! and the response body (a channel of frames: data, then one trailers
-//! frame carrying `grpc-status`, `grpc-message` and our metadata).
+//! the length-prefixed message framing, a [`Status`] (the floor's [`Code`],
+//! sent as its number, and a message), `grpc-timeout`, and the response
+//! body (a channel of frames: data, then one trailers frame carrying
+//! `grpc-status`, `grpc-message` and our metadata).
 //!
 //! Invariants: every response is `200` with `content-type:
 //! application/grpc` and, unless the client left first, ends with exactly
@@ -20,6 +21,8 @@ use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 
+use crate::net::status::Code;
+
 /// The `process.v1` messages (proto/agent-sandbox/process/v1/process.proto).
 #[allow(
     missing_docs,
@@ -29,33 +32,6 @@ use tokio::sync::mpsc;
 )]
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/process.v1.rs"));
-}
-
-/// gRPC status codes (grpc/doc/statuscodes.md), the ones we answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Code {
-    /// 0.
-    Ok = 0,
-    /// 3.
-    InvalidArgument = 3,
-    /// 4.
-    DeadlineExceeded = 4,
-    /// 5.
-    NotFound = 5,
-    /// 7.
-    PermissionDenied = 7,
-    /// 8.
-    ResourceExhausted = 8,
-    /// 9.
-    FailedPrecondition = 9,
-    /// 12.
-    Unimplemented = 12,
-    /// 13.
-    Internal = 13,
-    /// 14.
-    Unavailable = 14,
-    /// 16.
-    Unauthenticated = 16,
 }
 
 /// A gRPC status: a code and its message.
@@ -231,7 +207,7 @@ impl Reply {
         };
         self.trailers.insert(
             HeaderName::from_static("grpc-status"),
-            HeaderValue::from(code as u16),
+            HeaderValue::from(u16::from(code.grpc())),
         );
         if !message.is_empty()
             && let Ok(v) = HeaderValue::from_str(&percent(&message))
