@@ -17,6 +17,8 @@
 //! - [`peer`]: which uid owns the local socket at the other end.
 //! - [`status`]: the one RPC status code, rendered as gRPC's number,
 //!   Connect's name and Connect's HTTP status.
+//! - [`timeout`]: the deadline headers, `grpc-timeout` and
+//!   `connect-timeout-ms`.
 //!
 //! docs/security.md lists what every listener guarantees.
 
@@ -27,3 +29,4 @@ pub mod http;
 pub mod peer;
 pub mod stall;
 pub mod status;
+pub mod timeout;

@@ -21,9 +21,10 @@
 //! Any other content type is `415` with an empty body (as connect-go); a
 //! compressed message (`Content-Encoding`/`Connect-Content-Encoding` other
 //! than `identity`, or flag `0x01`) is `unimplemented`: the SDK sends none.
-//! `Connect-Timeout-Ms` is parsed ([`Meta::timeout`]); `Keepalive-Ping-Interval`
-//! (seconds, envd's own header) sets [`Meta::keepalive`], 90 s when absent
-//! as in envd.
+//! `Connect-Timeout-Ms` is parsed by the floor ([`Meta::timeout`];
+//! malformed is `invalid_argument`); `Keepalive-Ping-Interval` (seconds,
+//! envd's own header) sets [`Meta::keepalive`], 90 s when absent as in
+//! envd.
 //!
 //! Bounds: a unary body or one envelope is at most `MCP_EXEC_MAX_LINE_BYTES`
 //! (`resource_exhausted` past it).
@@ -42,6 +43,7 @@ use tokio::sync::mpsc;
 
 use super::super::http::body::Body;
 pub use crate::net::status::Code;
+use crate::net::timeout;
 
 /// A response on the envd listener.
 pub type Reply = Response<Body>;
@@ -100,25 +102,8 @@ pub struct Meta {
 impl Meta {
     /// Reads the headers; a malformed timeout is `invalid_argument`.
     pub fn of(headers: &HeaderMap) -> Result<Meta, Error> {
-        let timeout = match headers.get("connect-timeout-ms") {
-            None => None,
-            Some(v) => {
-                let ms = v
-                    .to_str()
-                    .ok()
-                    .filter(|s| {
-                        !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit())
-                    })
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or_else(|| {
-                        Error::new(
-                            Code::InvalidArgument,
-                            "Connect-Timeout-Ms must be at most 10 digits",
-                        )
-                    })?;
-                Some(Duration::from_millis(ms))
-            }
-        };
+        let timeout = timeout::connect(headers)
+            .map_err(|e| Error::new(Code::InvalidArgument, e.to_string()))?;
         let keepalive = headers
             .get("keepalive-ping-interval")
             .and_then(|v| v.to_str().ok())
@@ -472,7 +457,9 @@ mod tests {
             "connect-timeout-ms",
             HeaderValue::from_static("12345678901"),
         );
-        assert_eq!(Meta::of(&h).unwrap_err().code, Code::InvalidArgument);
+        let e = Meta::of(&h).unwrap_err();
+        assert_eq!(e.code, Code::InvalidArgument);
+        assert_eq!(e.message, "Connect-Timeout-Ms must be at most 10 digits");
     }
 
     #[test]

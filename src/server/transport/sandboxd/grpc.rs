@@ -155,7 +155,7 @@ async fn handle(
         .strip_prefix(SERVICE)
         .unwrap_or_default()
         .to_owned();
-    let deadline = wire::timeout(req.headers());
+    let deadline = net::timeout::grpc(req.headers());
     let post = req.method() == Method::POST;
     let message = Limited::new(req.into_body(), wire::MAX_REQUEST)
         .collect()
