@@ -18,6 +18,10 @@
 //! - [`body`] and [`reply`]: the response body of the HTTP/1.1 listeners,
 //!   and the one place that names a content type for a JSON or SSE answer
 //!   and the `{"error": …}` shape of a refusal.
+//! - [`status`]: the one RPC status code, rendered as gRPC's number,
+//!   Connect's name and Connect's HTTP status.
+//! - [`timeout`]: the deadline headers, `grpc-timeout` and
+//!   `connect-timeout-ms`.
 //!
 //! docs/security.md lists what every listener guarantees.
 
@@ -29,3 +33,5 @@ pub mod http;
 pub mod peer;
 pub mod reply;
 pub mod stall;
+pub mod status;
+pub mod timeout;

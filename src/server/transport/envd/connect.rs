@@ -15,12 +15,16 @@
 //!   envelopes read as they come ([`EnvelopeReader`]); the answer is one
 //!   message envelope and the end-stream one.
 //!
+//! An error's `code` is the floor's [`Code`] by its Connect name, and a
+//! unary error's HTTP status is Connect's for that code.
+//!
 //! Any other content type is `415` with an empty body (as connect-go); a
 //! compressed message (`Content-Encoding`/`Connect-Content-Encoding` other
 //! than `identity`, or flag `0x01`) is `unimplemented`: the SDK sends none.
-//! `Connect-Timeout-Ms` is parsed ([`Meta::timeout`]); `Keepalive-Ping-Interval`
-//! (seconds, envd's own header) sets [`Meta::keepalive`], 90 s when absent
-//! as in envd.
+//! `Connect-Timeout-Ms` is parsed by the floor ([`Meta::timeout`];
+//! malformed is `invalid_argument`); `Keepalive-Ping-Interval` (seconds,
+//! envd's own header) sets [`Meta::keepalive`], 90 s when absent as in
+//! envd.
 //!
 //! Bounds: a unary body or one envelope is at most `MCP_EXEC_MAX_LINE_BYTES`
 //! (`resource_exhausted` past it).
@@ -38,6 +42,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::net::body::Body;
+pub use crate::net::status::Code;
+use crate::net::timeout;
 
 /// A response on the envd listener.
 pub type Reply = Response<Body>;
@@ -53,86 +59,6 @@ pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(90);
 const END_STREAM: u8 = 0x02;
 /// Compressed flag of an envelope.
 const COMPRESSED: u8 = 0x01;
-
-/// A Connect error code (the protocol's list, with its HTTP statuses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // the whole list: each handler picks what it needs
-pub enum Code {
-    /// `canceled` (499).
-    Canceled,
-    /// `unknown` (500).
-    Unknown,
-    /// `invalid_argument` (400).
-    InvalidArgument,
-    /// `deadline_exceeded` (504).
-    DeadlineExceeded,
-    /// `not_found` (404).
-    NotFound,
-    /// `already_exists` (409).
-    AlreadyExists,
-    /// `permission_denied` (403).
-    PermissionDenied,
-    /// `resource_exhausted` (429).
-    ResourceExhausted,
-    /// `failed_precondition` (400).
-    FailedPrecondition,
-    /// `aborted` (409).
-    Aborted,
-    /// `out_of_range` (400).
-    OutOfRange,
-    /// `unimplemented` (501).
-    Unimplemented,
-    /// `internal` (500).
-    Internal,
-    /// `unavailable` (503).
-    Unavailable,
-    /// `data_loss` (500).
-    DataLoss,
-    /// `unauthenticated` (401).
-    Unauthenticated,
-}
-
-impl Code {
-    /// The wire name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Code::Canceled => "canceled",
-            Code::Unknown => "unknown",
-            Code::InvalidArgument => "invalid_argument",
-            Code::DeadlineExceeded => "deadline_exceeded",
-            Code::NotFound => "not_found",
-            Code::AlreadyExists => "already_exists",
-            Code::PermissionDenied => "permission_denied",
-            Code::ResourceExhausted => "resource_exhausted",
-            Code::FailedPrecondition => "failed_precondition",
-            Code::Aborted => "aborted",
-            Code::OutOfRange => "out_of_range",
-            Code::Unimplemented => "unimplemented",
-            Code::Internal => "internal",
-            Code::Unavailable => "unavailable",
-            Code::DataLoss => "data_loss",
-            Code::Unauthenticated => "unauthenticated",
-        }
-    }
-
-    /// The HTTP status a unary error carries.
-    pub fn status(self) -> StatusCode {
-        let n = match self {
-            Code::Canceled => 499,
-            Code::Unknown | Code::Internal | Code::DataLoss => 500,
-            Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => 400,
-            Code::DeadlineExceeded => 504,
-            Code::NotFound => 404,
-            Code::AlreadyExists | Code::Aborted => 409,
-            Code::PermissionDenied => 403,
-            Code::ResourceExhausted => 429,
-            Code::Unimplemented => 501,
-            Code::Unavailable => 503,
-            Code::Unauthenticated => 401,
-        };
-        StatusCode::from_u16(n).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-    }
-}
 
 /// A Connect error: a code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,16 +80,12 @@ impl Error {
 
     /// `{"code","message"}`.
     fn json(&self) -> serde_json::Value {
-        json!({"code": self.code.name(), "message": self.message})
+        json!({"code": self.code.connect(), "message": self.message})
     }
 
     /// As a unary answer: the code's status and the JSON body.
     pub fn unary(&self) -> Reply {
-        typed(
-            self.code.status(),
-            JSON,
-            Body::full(self.json().to_string()),
-        )
+        typed(self.code.http(), JSON, Body::full(self.json().to_string()))
     }
 }
 
@@ -180,25 +102,8 @@ pub struct Meta {
 impl Meta {
     /// Reads the headers; a malformed timeout is `invalid_argument`.
     pub fn of(headers: &HeaderMap) -> Result<Meta, Error> {
-        let timeout = match headers.get("connect-timeout-ms") {
-            None => None,
-            Some(v) => {
-                let ms = v
-                    .to_str()
-                    .ok()
-                    .filter(|s| {
-                        !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit())
-                    })
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or_else(|| {
-                        Error::new(
-                            Code::InvalidArgument,
-                            "Connect-Timeout-Ms must be at most 10 digits",
-                        )
-                    })?;
-                Some(Duration::from_millis(ms))
-            }
-        };
+        let timeout = timeout::connect(headers)
+            .map_err(|e| Error::new(Code::InvalidArgument, e.to_string()))?;
         let keepalive = headers
             .get("keepalive-ping-interval")
             .and_then(|v| v.to_str().ok())
@@ -527,13 +432,15 @@ mod tests {
     }
 
     #[test]
-    fn each_code_has_the_protocols_http_status() {
-        assert_eq!(Code::NotFound.status(), 404);
-        assert_eq!(Code::Canceled.status().as_u16(), 499);
-        assert_eq!(Code::Unimplemented.status(), 501);
-        assert_eq!(Code::ResourceExhausted.status(), 429);
-        assert_eq!(Code::FailedPrecondition.status(), 400);
-        assert_eq!(Code::Unauthenticated.status(), 401);
+    fn a_unary_error_has_connects_http_status_and_name() {
+        let r = Error::new(Code::Unauthenticated, "no token").unary();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let r = Error::new(Code::Canceled, "gone").unary();
+        assert_eq!(r.status().as_u16(), 499);
+        assert_eq!(
+            Error::new(Code::NotFound, "x").json(),
+            json!({"code": "not_found", "message": "x"})
+        );
     }
 
     #[test]
@@ -550,7 +457,9 @@ mod tests {
             "connect-timeout-ms",
             HeaderValue::from_static("12345678901"),
         );
-        assert_eq!(Meta::of(&h).unwrap_err().code, Code::InvalidArgument);
+        let e = Meta::of(&h).unwrap_err();
+        assert_eq!(e.code, Code::InvalidArgument);
+        assert_eq!(e.message, "Connect-Timeout-Ms must be at most 10 digits");
     }
 
     #[test]

@@ -192,12 +192,7 @@ enum Service {
 /// A request the platform rule refused: its HTTP status, and a Connect
 /// error body (`unauthenticated` without the token).
 fn refusal(r: Refusal) -> Reply {
-    let code = match r {
-        Refusal::Token(_) => Code::Unauthenticated,
-        Refusal::Forbidden(_) => Code::PermissionDenied,
-        Refusal::Host(_) => Code::InvalidArgument,
-    };
-    let body = serde_json::json!({"code": code.name(), "message": r.message()});
+    let body = serde_json::json!({"code": Code::from(r).connect(), "message": r.message()});
     connect::typed(r.status(), connect::JSON, Body::full(body.to_string()))
 }
 

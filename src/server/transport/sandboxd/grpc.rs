@@ -63,7 +63,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{SandboxRoot, SandboxdGrpc};
-use super::wire::{self, Code, GrpcBody, Reply, Status, pb};
+use super::wire::{self, GrpcBody, Reply, Status, pb};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
 use crate::jobs::{
@@ -73,9 +73,9 @@ use crate::jobs::{
 use crate::net::{
     self,
     accept::{self, Protocol},
+    status::Code,
 };
 use crate::protocol::version::{LATEST, Revision};
-use crate::server::transport::platform::Refusal;
 use crate::tools::App;
 use crate::tools::execute;
 
@@ -140,12 +140,8 @@ async fn handle(
     // The platform listeners' per-request rule: Host, Origin, and our
     // token when set.
     if let Err(refusal) = settings.auth.check(req.uri(), req.headers()) {
-        let code = match refusal {
-            Refusal::Host(_) => Code::InvalidArgument,
-            Refusal::Forbidden(_) => Code::PermissionDenied,
-            Refusal::Token(_) => Code::Unauthenticated,
-        };
-        tokio::spawn(reply.finish(Err(Status::new(code, refusal.message()))));
+        let status = Status::new(Code::from(refusal), refusal.message());
+        tokio::spawn(reply.finish(Err(status)));
         return response;
     }
     let method = req
@@ -154,7 +150,7 @@ async fn handle(
         .strip_prefix(SERVICE)
         .unwrap_or_default()
         .to_owned();
-    let deadline = wire::timeout(req.headers());
+    let deadline = net::timeout::grpc(req.headers());
     let post = req.method() == Method::POST;
     let message = Limited::new(req.into_body(), wire::MAX_REQUEST)
         .collect()

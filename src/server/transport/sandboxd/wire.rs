@@ -1,8 +1,10 @@
 //! gRPC on the wire, by hand, for the sandboxd front-end (SPEC §21): the
 //! `process.v1` messages (generated from the vendored `.proto` by build.rs),
-//! the length-prefixed message framing, the status codes, `grpc-timeout`,
-//! and the response body (a channel of frames: data, then one trailers
-//! frame carrying `grpc-status`, `grpc-message` and our metadata).
+//! the length-prefixed message framing, a [`Status`] (the floor's [`Code`],
+//! sent as its number, and a message), and the response body (a channel of
+//! frames: data, then one trailers frame carrying `grpc-status`,
+//! `grpc-message` and our metadata). `grpc-timeout` is read by the floor
+//! ([`crate::net::timeout::grpc`]).
 //!
 //! Invariants: every response is `200` with `content-type:
 //! application/grpc` and, unless the client left first, ends with exactly
@@ -13,12 +15,13 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
+
+use crate::net::status::Code;
 
 /// The `process.v1` messages (proto/agent-sandbox/process/v1/process.proto).
 #[allow(
@@ -29,33 +32,6 @@ use tokio::sync::mpsc;
 )]
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/process.v1.rs"));
-}
-
-/// gRPC status codes (grpc/doc/statuscodes.md), the ones we answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Code {
-    /// 0.
-    Ok = 0,
-    /// 3.
-    InvalidArgument = 3,
-    /// 4.
-    DeadlineExceeded = 4,
-    /// 5.
-    NotFound = 5,
-    /// 7.
-    PermissionDenied = 7,
-    /// 8.
-    ResourceExhausted = 8,
-    /// 9.
-    FailedPrecondition = 9,
-    /// 12.
-    Unimplemented = 12,
-    /// 13.
-    Internal = 13,
-    /// 14.
-    Unavailable = 14,
-    /// 16.
-    Unauthenticated = 16,
 }
 
 /// A gRPC status: a code and its message.
@@ -113,26 +89,6 @@ pub fn frame(msg: &impl prost::Message) -> Bytes {
     // Encoding into a buffer with the capacity reserved cannot fail.
     let _ = msg.encode(&mut b);
     b.freeze()
-}
-
-/// A `grpc-timeout` header (`1-8 digits` then `H M S m u n`); `None` when
-/// absent or malformed (a malformed one is ignored, as grpc-go does).
-pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
-    let v = headers.get("grpc-timeout")?.to_str().ok()?;
-    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
-    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
 }
 
 /// Percent-encodes a `grpc-message` (the spec: every byte outside
@@ -231,7 +187,7 @@ impl Reply {
         };
         self.trailers.insert(
             HeaderName::from_static("grpc-status"),
-            HeaderValue::from(code as u16),
+            HeaderValue::from(u16::from(code.grpc())),
         );
         if !message.is_empty()
             && let Ok(v) = HeaderValue::from_str(&percent(&message))
@@ -247,23 +203,6 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn grpc_timeout_is_parsed_in_each_unit_and_malformed_values_are_ignored() {
-        let t = |v: &str| {
-            let mut h = HeaderMap::new();
-            h.insert("grpc-timeout", HeaderValue::from_str(v).unwrap());
-            timeout(&h)
-        };
-        assert_eq!(t("59999m"), Some(Duration::from_millis(59_999)));
-        assert_eq!(t("2S"), Some(Duration::from_secs(2)));
-        assert_eq!(t("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(t("5u"), Some(Duration::from_micros(5)));
-        assert_eq!(t("123456789S"), None, "at most 8 digits");
-        assert_eq!(t("S"), None);
-        assert_eq!(t("10x"), None);
-        assert_eq!(timeout(&HeaderMap::new()), None);
-    }
 
     #[test]
     fn a_message_round_trips_through_the_length_prefixed_frame() {
