@@ -91,21 +91,51 @@ pub async fn fetch_into(
 ) -> Result<Committed, FileError> {
     let first = parse_https(url)?;
     let shown = shown(&first);
-    match tokio::time::timeout(limits.timeout, fetch(first, limits, place, expected, opts)).await {
-        Ok(done) => done,
-        Err(_) => Err(FileError::new(
+    let late = || {
+        FileError::new(
             Kind::Io,
             format!(
                 "fetching {shown} took longer than {} s (MCP_EXEC_FETCH_TIMEOUT): nothing was written",
                 limits.timeout.as_secs_f64()
             ),
-        )),
+        )
+    };
+    // The deadline ends the request and the body where they wait (so that
+    // the writer is awaited and its temporary file is gone before the
+    // answer); this outer bound only catches what lies outside them.
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    let fetched = fetch(
+        first,
+        limits,
+        Deadline {
+            at: deadline,
+            late: &late,
+        },
+        place,
+        expected,
+        opts,
+    );
+    match tokio::time::timeout_at(deadline + BACKSTOP, fetched).await {
+        Ok(done) => done,
+        Err(_) => Err(late()),
     }
 }
+
+/// `MCP_EXEC_FETCH_TIMEOUT`'s instant, and the error that says it passed.
+#[derive(Clone, Copy)]
+struct Deadline<'a> {
+    at: tokio::time::Instant,
+    late: &'a (dyn Fn() -> FileError + Sync),
+}
+
+/// How long past the deadline the whole fetch may take: the writer's
+/// cleanup after the deadline ended the body.
+const BACKSTOP: Duration = Duration::from_secs(5);
 
 async fn fetch(
     mut url: Uri,
     limits: &Limits,
+    deadline: Deadline<'_>,
     place: Place,
     expected: Option<[u8; 32]>,
     opts: Options,
@@ -116,38 +146,44 @@ async fn fetch(
         .map_err(|e| FileError::new(Kind::Io, format!("loading the CA roots failed: {e}")))??;
     let connector = TlsConnector::from(Arc::new(tls));
     let mut hops = 0;
-    let (response, _conn) = loop {
-        let (response, conn) = get(&connector, &url).await?;
-        let status = response.status();
-        if !status.is_redirection() || status == hyper::StatusCode::NOT_MODIFIED {
-            break (response, conn);
-        }
-        let location = response
-            .headers()
-            .get(hyper::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                remote(format!(
-                    "{} answered {status} without a Location",
+    let asked = async {
+        loop {
+            let (response, conn) = get(&connector, &url).await?;
+            let status = response.status();
+            if !status.is_redirection() || status == hyper::StatusCode::NOT_MODIFIED {
+                break Ok((response, conn));
+            }
+            let location = response
+                .headers()
+                .get(hyper::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| {
+                    remote(format!(
+                        "{} answered {status} without a Location",
+                        shown(&url)
+                    ))
+                })?;
+            let next = resolve(&url, location)?;
+            if next.scheme_str() != Some("https") {
+                return Err(invalid(format!(
+                    "{} redirected to {}: only https:// is fetched",
+                    shown(&url),
+                    shown(&next)
+                )));
+            }
+            hops += 1;
+            if hops > MAX_REDIRECTS {
+                return Err(remote(format!(
+                    "fetching {} took more than {MAX_REDIRECTS} redirects",
                     shown(&url)
-                ))
-            })?;
-        let next = resolve(&url, location)?;
-        if next.scheme_str() != Some("https") {
-            return Err(invalid(format!(
-                "{} redirected to {}: only https:// is fetched",
-                shown(&url),
-                shown(&next)
-            )));
+                )));
+            }
+            url = next;
         }
-        hops += 1;
-        if hops > MAX_REDIRECTS {
-            return Err(remote(format!(
-                "fetching {} took more than {MAX_REDIRECTS} redirects",
-                shown(&url)
-            )));
-        }
-        url = next;
+    };
+    let (response, _conn) = match tokio::time::timeout_at(deadline.at, asked).await {
+        Ok(got) => got?,
+        Err(_) => return Err((deadline.late)()),
     };
     let status = response.status();
     if !status.is_success() {
@@ -177,6 +213,7 @@ async fn fetch(
     stream(
         response.into_body(),
         &url,
+        deadline,
         limits.max_bytes,
         place,
         expected,
@@ -193,9 +230,14 @@ enum Piece {
     End,
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the body, where it goes and its three bounds (deadline, size, the size error)"
+)]
 async fn stream(
     mut body: Incoming,
     url: &Uri,
+    deadline: Deadline<'_>,
     max: u64,
     place: Place,
     expected: Option<[u8; 32]>,
@@ -239,8 +281,11 @@ async fn stream(
             }
         }
         Ok(tx.send(Piece::End).await.is_ok())
-    }
-    .await;
+    };
+    let fed = match tokio::time::timeout_at(deadline.at, fed).await {
+        Ok(fed) => fed,
+        Err(_) => Err((deadline.late)()),
+    };
     drop(tx);
     // Awaited on every path, so that a refused fetch's temporary file is
     // gone before the answer (the writer removes it once the channel
