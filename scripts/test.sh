@@ -39,7 +39,8 @@ timed=(env CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/scripts/timed-runn
 started=$SECONDS
 leftovers() {
     local status=$?
-    bash scripts/slowest-tests.sh "$MCP_EXEC_TEST_TIMES" 20
+    # A report, never a reason to fail (nor to skip the check below).
+    bash scripts/slowest-tests.sh "$MCP_EXEC_TEST_TIMES" 20 || true
     rm -f "$MCP_EXEC_TEST_TIMES"
     echo "scripts/test.sh: $((SECONDS - started)) s in all"
     if ! env -u MCP_EXEC_TEST_RUN bash scripts/leftovers.sh "$MCP_EXEC_TEST_RUN"; then
