@@ -125,7 +125,7 @@ impl Shared {
             (Some(p), _) => p
                 .iter()
                 .any(|rx| unread(rustix::io::ioctl_fionread(rx.as_ref()))),
-            (None, Some(t)) => unread(rustix::io::ioctl_fionread(t.master().get_ref())),
+            (None, Some(t)) => terminal_unread(t.master().get_ref().as_fd()),
             (None, None) => false,
         };
         if pending {
@@ -153,8 +153,32 @@ impl Shared {
             Some(StdinWriter::Terminal(_)) => {}
         }
         let procs = procs.get_or_insert_with(Processes::read);
-        look(procs.members(leader, input.kind), &input, Probes::Both)
-            .map_or(Awaiting::No, Awaiting::Yes)
+        let found = look(procs.members(leader, input.kind), &input, Probes::Both);
+        // Output the runner read during the look (its `read` had emptied
+        // the pipe or terminal before the check above, its push came
+        // after) is output: the prompt is not in the window yet.
+        let wrote_since = self.table.with(id, |j| j.last_output != last_output);
+        if wrote_since.unwrap_or(true) {
+            return Awaiting::No;
+        }
+        found.map_or(Awaiting::No, Awaiting::Yes)
+    }
+}
+
+/// Whether a terminal's master has bytes its runner has not read. Not
+/// `FIONREAD`: a write to the slave reaches the master's queue from a
+/// kernel work queue, so for a moment after a prompt is written (and the
+/// program is already blocked reading its answer) the queue is empty.
+/// `poll` on the master runs that pending hand-over first when it finds
+/// no input (`n_tty_poll` flushes the port's buffer work), so a zero
+/// timeout `poll` sees every byte written before it. An error counts as
+/// unread (not awaiting: the safe answer).
+fn terminal_unread(master: std::os::fd::BorrowedFd<'_>) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut fds = [PollFd::new(&master, PollFlags::IN)];
+    match poll(&mut fds, Some(&rustix::event::Timespec::default())) {
+        Ok(_) => fds[0].revents().contains(PollFlags::IN),
+        Err(_) => true,
     }
 }
 
