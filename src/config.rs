@@ -160,9 +160,25 @@ const RESERVED_FDS: u64 = 64;
 const FDS_PER_JOB: u64 = 3;
 
 impl Config {
+    /// `MCP_EXEC_HTTP_MAX_CONNECTIONS`, validated: its default 256 when
+    /// unset, an error naming it when it is not a positive count. Every
+    /// listener's cap comes from it, so the server checks it at start-up
+    /// whenever any listener is configured (and exits 2).
+    pub fn http_max_connections(&self) -> Result<usize, String> {
+        match &self.http_max_connections {
+            None => Ok(256),
+            Some(raw) => match raw.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!(
+                    "MCP_EXEC_HTTP_MAX_CONNECTIONS={raw:?} is not a positive count"
+                )),
+            },
+        }
+    }
+
     /// `MCP_EXEC_HTTP_MAX_CONNECTIONS` when it is a positive count, else its
-    /// default, 256 (an invalid value stops the server where `--http` reads
-    /// it: `HttpSettings`).
+    /// default, 256 (an invalid value has stopped the server at start-up:
+    /// [`Config::http_max_connections`]).
     pub fn http_max_connections_or_default(&self) -> usize {
         self.http_max_connections
             .as_deref()

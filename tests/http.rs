@@ -909,3 +909,20 @@ fn an_invalid_listen_address_empty_token_file_or_bad_origin_exits_2_naming_it() 
     let err = refusal(&[], &["--bogus"]);
     assert!(err.contains("unknown argument"), "{err}");
 }
+
+#[test]
+fn an_invalid_connection_cap_stops_the_server_with_any_listener_not_only_http() {
+    let bad = [("MCP_EXEC_HTTP_MAX_CONNECTIONS", "0")];
+    for args in [
+        &["--http", "127.0.0.1:0"][..],
+        &["--envd", "127.0.0.1:0"],
+        &["--metrics-listen", "127.0.0.1:0"],
+        &["--sandboxd-rest", "127.0.0.1:0", "--sandboxd-root", "/tmp"],
+    ] {
+        let err = refusal(&bad, args);
+        assert!(
+            err.contains("MCP_EXEC_HTTP_MAX_CONNECTIONS=\"0\" is not a positive count"),
+            "{args:?}: {err}"
+        );
+    }
+}

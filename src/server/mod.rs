@@ -77,6 +77,16 @@ impl Listeners {
     /// Validates the listener settings of `config`; a sandboxd listener's
     /// root must lie within `cwd`, the working-directory policy.
     pub fn from_config(config: &Config, cwd: &CwdPolicy) -> Result<Listeners, String> {
+        // Every listener's cap comes from it: checked with any listener,
+        // not only with --http.
+        let any_listener = config.http.is_some()
+            || config.metrics_listen.is_some()
+            || config.envd.is_some()
+            || config.sandboxd_grpc.is_some()
+            || config.sandboxd_rest.is_some();
+        if any_listener {
+            config.http_max_connections()?;
+        }
         let http = http::HttpSettings::from_config(config)?;
         let metrics = config
             .metrics_listen

@@ -69,17 +69,7 @@ impl HttpSettings {
             ));
         }
         let origins = origins(c)?;
-        let max_connections = match &c.http_max_connections {
-            None => 256,
-            Some(raw) => match raw.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(format!(
-                        "MCP_EXEC_HTTP_MAX_CONNECTIONS={raw:?} is not a positive count"
-                    ));
-                }
-            },
-        };
+        let max_connections = c.http_max_connections()?;
         Ok(Some(HttpSettings {
             addr,
             token,
