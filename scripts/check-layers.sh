@@ -61,6 +61,12 @@ for dir in src/*/; do
         "$dir" '\bTcpListener::bind\b|\.accept\(\)\.await|socket\.accept\(\)'
 done
 
+# The kernel's socket diagnostics are written and read in one place.
+for dir in src init/src; do
+    check "only init/src/sockdiag.rs speaks NETLINK_SOCK_DIAG" \
+        "$dir" 'const SOCK_DIAG_BY_FAMILY|netlink::SOCK_DIAG\b' sockdiag.rs
+done
+
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"
 fi

@@ -33,7 +33,9 @@
 //!   wait → KILL).
 //! - [`procinfo`]: survivor diagnostics from /proc.
 //! - [`listeners`]: listening TCP sockets and the processes holding them
-//!   (/proc/net/tcp{,6}, descriptor links).
+//!   (sock_diag or /proc/net/tcp{,6}, descriptor links).
+//! - [`sockdiag`]: the kernel's TCP socket diagnostics (`NETLINK_SOCK_DIAG`):
+//!   a dump by state, and the exact lookup of one 4-tuple.
 //! - [`shutdown`]: the bounded graceful-shutdown sequence.
 //! - `sys`: the only `unsafe` code, one wrapper per libc call.
 //!
@@ -57,6 +59,7 @@ pub mod pty;
 pub mod reaper;
 pub mod shutdown;
 pub mod signal;
+pub mod sockdiag;
 pub mod spawn;
 mod sys;
 

@@ -110,7 +110,7 @@ struct Socket {
 /// Every listening TCP socket now, with its holders, sorted by port,
 /// table and address.
 pub fn listening() -> Vec<Listening> {
-    let sockets = match diag::listening() {
+    let sockets = match from_diag() {
         Ok(s) => s,
         Err(e) => {
             tracing::debug!(error = %e, "sock_diag: reading /proc/net/tcp instead");
@@ -161,114 +161,20 @@ fn from_proc() -> Vec<Socket> {
     sockets
 }
 
-/// The `NETLINK_SOCK_DIAG` dump of listening TCP sockets (`inet_diag`,
-/// linux/inet_diag.h), both families, one request each. The structures
-/// are written and read as bytes at their documented offsets (native
-/// byte order for the netlink header and the inode, network order for
-/// ports and addresses).
-mod diag {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-
-    use rustix::net::{
-        AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType, netlink, recv, send,
-        socket_with,
-    };
-
-    use super::{Proto, Socket};
-
-    const SOCK_DIAG_BY_FAMILY: u16 = 20;
-    const NLM_F_REQUEST: u16 = 1;
-    const NLM_F_DUMP: u16 = 0x300;
-    const NLMSG_ERROR: u16 = 2;
-    const NLMSG_DONE: u16 = 3;
-    const IPPROTO_TCP: u8 = 6;
-    const TCP_LISTEN: u32 = 10;
-    const AF_INET: u8 = 2;
-    const AF_INET6: u8 = 10;
-    /// `struct nlmsghdr`.
-    const HEADER: usize = 16;
-    /// `struct inet_diag_msg`.
-    const MESSAGE: usize = 72;
-
-    pub(super) fn listening() -> std::io::Result<Vec<Socket>> {
-        let fd = socket_with(
-            AddressFamily::NETLINK,
-            SocketType::DGRAM,
-            SocketFlags::CLOEXEC,
-            Some(netlink::SOCK_DIAG),
-        )?;
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 32 * 1024];
-        for (seq, family) in [(1u32, AF_INET), (2, AF_INET6)] {
-            // nlmsghdr + inet_diag_req_v2 (its inet_diag_sockid all zero).
-            const LEN: usize = HEADER + 56;
-            let mut req = [0u8; LEN];
-            req[0..4].copy_from_slice(&(LEN as u32).to_ne_bytes());
-            req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-            req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-            req[8..12].copy_from_slice(&seq.to_ne_bytes());
-            req[HEADER] = family;
-            req[HEADER + 1] = IPPROTO_TCP;
-            req[HEADER + 4..HEADER + 8].copy_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
-            send(&fd, &req, SendFlags::empty())?;
-            'dump: loop {
-                let n = recv(&fd, &mut buf[..], RecvFlags::empty())?.0;
-                if n == 0 {
-                    break;
-                }
-                let mut at = 0;
-                while at + HEADER <= n {
-                    let word =
-                        |o: usize| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
-                    let len = word(at) as usize;
-                    let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
-                    if len < HEADER || at + len > n {
-                        break;
-                    }
-                    match kind {
-                        NLMSG_DONE => break 'dump,
-                        NLMSG_ERROR => {
-                            let code = i32::from_ne_bytes([
-                                buf[at + HEADER],
-                                buf[at + HEADER + 1],
-                                buf[at + HEADER + 2],
-                                buf[at + HEADER + 3],
-                            ]);
-                            return Err(std::io::Error::from_raw_os_error(-code));
-                        }
-                        SOCK_DIAG_BY_FAMILY if len >= HEADER + MESSAGE => {
-                            if let Some(s) = parse(&buf[at + HEADER..at + HEADER + MESSAGE]) {
-                                out.push(s);
-                            }
-                        }
-                        _ => {}
-                    }
-                    at += (len + 3) & !3;
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// One `inet_diag_msg`.
-    fn parse(m: &[u8]) -> Option<Socket> {
-        let port = u16::from_be_bytes([m[4], m[5]]);
-        let (ip, proto): (IpAddr, Proto) = match m[0] {
-            AF_INET => (Ipv4Addr::new(m[8], m[9], m[10], m[11]).into(), Proto::Tcp),
-            AF_INET6 => {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&m[8..24]);
-                (Ipv6Addr::from(a).into(), Proto::Tcp6)
-            }
-            _ => return None,
-        };
-        let inode = u32::from_ne_bytes([m[68], m[69], m[70], m[71]]);
-        Some(Socket {
-            addr: SocketAddr::new(ip, port),
+/// The listening TCP sockets of both families, from one
+/// `NETLINK_SOCK_DIAG` dump each ([`crate::sockdiag`]).
+fn from_diag() -> std::io::Result<Vec<Socket>> {
+    let mut out = Vec::new();
+    for (v6, proto) in [(false, Proto::Tcp), (true, Proto::Tcp6)] {
+        let listening =
+            crate::sockdiag::dump(v6, crate::sockdiag::state_bit(crate::sockdiag::TCP_LISTEN))?;
+        out.extend(listening.into_iter().map(|s| Socket {
+            addr: s.local,
             proto,
-            inode: u64::from(inode),
-        })
+            inode: s.inode,
+        }));
     }
+    Ok(out)
 }
 
 /// The last walk: the sorted inodes it was for, and what it found.
@@ -395,7 +301,7 @@ mod tests {
             v.sort();
             v
         };
-        let diag = pick(diag::listening().expect("sock_diag"));
+        let diag = pick(from_diag().expect("sock_diag"));
         assert_eq!(diag.len(), 2, "{diag:?}");
         assert_eq!(diag, pick(from_proc()));
     }

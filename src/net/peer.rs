@@ -30,21 +30,7 @@
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-use rustix::net::netlink::{self, SocketAddrNetlink};
-use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketType};
-
-/// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
-const SOCK_DIAG_BY_FAMILY: u16 = 20;
-/// `NLMSG_ERROR`.
-const NLMSG_ERROR: u16 = 2;
-/// `NLM_F_REQUEST`.
-const NLM_F_REQUEST: u16 = 1;
-/// `AF_INET`, `AF_INET6`, `IPPROTO_TCP`.
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
-const IPPROTO_TCP: u8 = 6;
-/// `TCP_LISTEN`: a listening socket is never the peer.
-const TCP_LISTEN: u8 = 10;
+use init::sockdiag;
 
 /// The uid owning the local socket at the other end of a connection from
 /// `peer` to our `local` address; `None` when the peer is not a socket of
@@ -77,85 +63,12 @@ fn unmapped(a: SocketAddr) -> SocketAddr {
     }
 }
 
-/// An address's 16 bytes as `inet_diag_sockid` holds it (network order;
-/// IPv4 in the first four).
-fn octets(ip: IpAddr) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    match ip {
-        IpAddr::V4(v4) => out[..4].copy_from_slice(&v4.octets()),
-        IpAddr::V6(v6) => out = v6.octets(),
-    }
-    out
-}
-
-/// The exact lookup over `NETLINK_SOCK_DIAG`.
+/// The exact lookup over `NETLINK_SOCK_DIAG` ([`init::sockdiag::exact`]):
+/// the peer's socket has the peer as its local end, in any state but
+/// `LISTEN` (a listening socket is never the peer).
 fn diag(peer: SocketAddr, local: SocketAddr) -> io::Result<Option<u32>> {
-    let family = if peer.is_ipv4() { AF_INET } else { AF_INET6 };
-    // struct nlmsghdr (16) + struct inet_diag_req_v2 (56).
-    let mut req = [0u8; 72];
-    req[0..4].copy_from_slice(&72u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    req[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    let r = &mut req[16..];
-    r[0] = family;
-    r[1] = IPPROTO_TCP;
-    // idiag_ext 0, pad 0; every state but LISTEN.
-    r[4..8].copy_from_slice(&(!(1u32 << TCP_LISTEN)).to_ne_bytes());
-    // inet_diag_sockid: the peer's socket has the peer as source.
-    let id = &mut r[8..];
-    id[0..2].copy_from_slice(&peer.port().to_be_bytes());
-    id[2..4].copy_from_slice(&local.port().to_be_bytes());
-    id[4..20].copy_from_slice(&octets(peer.ip()));
-    id[20..36].copy_from_slice(&octets(local.ip()));
-    // idiag_if 0; idiag_cookie INET_DIAG_NOCOOKIE: look up by address.
-    id[40..48].copy_from_slice(&[0xff; 8]);
-
-    let fd = rustix::net::socket_with(
-        AddressFamily::NETLINK,
-        SocketType::DGRAM,
-        rustix::net::SocketFlags::CLOEXEC,
-        Some(netlink::SOCK_DIAG),
-    )?;
-    rustix::net::sendto(&fd, &req, SendFlags::empty(), &SocketAddrNetlink::new(0, 0))?;
-    let mut buf = [0u8; 512];
-    let n = rustix::net::recv(&fd, &mut buf[..], RecvFlags::empty())?.0;
-    let answer = &buf[..n.min(buf.len())];
-    let field = |at: usize, len: usize| {
-        answer
-            .get(at..at + len)
-            .ok_or_else(|| io::Error::other("a short sock_diag answer"))
-    };
-    let kind = u16::from_ne_bytes([field(4, 2)?[0], field(4, 2)?[1]]);
-    if kind == NLMSG_ERROR {
-        let e = field(16, 4)?;
-        let errno = -i32::from_ne_bytes([e[0], e[1], e[2], e[3]]);
-        // ENOENT: no such socket here, so the peer is not local.
-        return if errno == 2 {
-            Ok(None)
-        } else {
-            Err(io::Error::from_raw_os_error(errno))
-        };
-    }
-    if kind != SOCK_DIAG_BY_FAMILY {
-        return Err(io::Error::other(format!(
-            "a sock_diag answer of type {kind}"
-        )));
-    }
-    // struct inet_diag_msg after the header: family, state, timer, retrans,
-    // then the sockid (48), expires, rqueue, wqueue, uid.
-    let msg = field(16, 72)?;
-    let sockid = &msg[4..52];
-    let same = sockid[0..2] == peer.port().to_be_bytes()
-        && sockid[2..4] == local.port().to_be_bytes()
-        && sockid[4..20] == octets(peer.ip())
-        && sockid[20..36] == octets(local.ip());
-    if !same || msg[1] == TCP_LISTEN {
-        return Ok(None);
-    }
-    Ok(Some(u32::from_ne_bytes([
-        msg[64], msg[65], msg[66], msg[67],
-    ])))
+    let not_listening = !sockdiag::state_bit(sockdiag::TCP_LISTEN);
+    Ok(sockdiag::exact(peer, local, not_listening)?.map(|s| s.uid))
 }
 
 /// The same lookup by reading `/proc/net/tcp` (IPv4) or `tcp6`.
