@@ -165,6 +165,24 @@ impl<B: Body + Unpin> Body for Held<B> {
     }
 }
 
+/// The answer to one request with its marks (busy in the connection table,
+/// counted in the drain) held by the response body: the one service step
+/// of both protocols.
+async fn held<Fut, B>(
+    marks: (InUse, Option<Counted>),
+    answer: Fut,
+) -> Result<Response<Held<B>>, Infallible>
+where
+    Fut: Future<Output = Response<B>>,
+{
+    let (in_use, counted) = marks;
+    Ok(answer.await.map(|inner| Held {
+        inner,
+        _in_use: in_use,
+        _counted: counted,
+    }))
+}
+
 /// Serves HTTP/1.1 on `conn` until it ends: `authorized` says whether a
 /// request carries the token, `handle` answers it.
 pub async fn http1<A, H, Fut, B>(conn: Connection, authorized: A, handle: H)
@@ -179,16 +197,11 @@ where
     let (authorized, handle) = (Arc::new(authorized), Arc::new(handle));
     let in_flight = conn.in_flight.clone();
     let service = service_fn(move |req: Request<Incoming>| {
-        let in_use = slot.serving(authorized(&req));
-        let counted = in_flight.as_ref().map(InFlight::enter);
-        let answer = handle(req);
-        async move {
-            Ok::<_, Infallible>(answer.await.map(|inner| Held {
-                inner,
-                _in_use: in_use,
-                _counted: counted,
-            }))
-        }
+        let marks = (
+            slot.serving(authorized(&req)),
+            in_flight.as_ref().map(InFlight::enter),
+        );
+        held(marks, handle(req))
     });
     let mut builder = http1::Builder::new();
     builder
@@ -221,16 +234,11 @@ where
     let (authorized, handle) = (Arc::new(authorized), Arc::new(handle));
     let in_flight = conn.in_flight.clone();
     let service = service_fn(move |req: Request<Incoming>| {
-        let in_use = slot.serving(authorized(&req));
-        let counted = in_flight.as_ref().map(InFlight::enter);
-        let answer = handle(req);
-        async move {
-            Ok::<_, Infallible>(answer.await.map(|inner| Held {
-                inner,
-                _in_use: in_use,
-                _counted: counted,
-            }))
-        }
+        let marks = (
+            slot.serving(authorized(&req)),
+            in_flight.as_ref().map(InFlight::enter),
+        );
+        held(marks, handle(req))
     });
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
