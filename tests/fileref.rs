@@ -390,10 +390,36 @@ fn a_cancelled_fetch_ends_and_leaves_nothing(t: Target) {
     );
 }
 
+fn a_malformed_url_is_refused_without_showing_its_query(t: Target) {
+    let Some(https) = Https::start() else { return };
+    let mut s = https.mcp_exec(t, &[]);
+    let dir = fresh_dir(&mut s, "fileref-malformed");
+    let path = format!("{}/f", dir.0);
+    // No host, a space in the query, a bad character, a placeholder: each
+    // refused as what it is, and the query (a signed link's credential)
+    // never shown.
+    for (url, says) in [
+        // (hyper's parser takes no empty authority: that is "not a URL")
+        ("https:///f?sig=SECRET", "is not a URL"),
+        ("https://h.example/f?sig=SEC RET", "is not a URL"),
+        ("https://h.example/f\u{1}?sig=SECRET", "is not a URL"),
+        ("sandbox:/mnt/data/f.png?sig=SECRET", "not a URL the server can fetch"),
+    ] {
+        for file in [json!(url), json!({"download_url": url, "file_id": "f1"})] {
+            let e = s.call_err("upload", json!({"path": path, "file": file}));
+            assert!(e.contains(says), "{url}: {e}");
+            assert!(!e.contains("SECRET") && !e.contains("SEC RET"), "{url}: {e}");
+            assert!(e.contains("?…"), "{url}: the cut is shown: {e}");
+        }
+    }
+    assert!(names(&mut s, &dir.0).is_empty());
+}
+
 crate::parity!(
     a_file_reference_is_fetched_verified_and_committed,
     a_bare_url_string_is_fetched_and_a_placeholder_is_refused_saying_why,
     remote_failures_are_clear_tool_errors_and_leave_nothing,
+    a_malformed_url_is_refused_without_showing_its_query,
     too_large_is_refused_by_content_length_and_by_count,
     redirects_are_followed_bounded_and_https_only,
     a_stalled_fetch_ends_at_its_deadline_and_the_server_answers_meanwhile,

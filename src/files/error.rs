@@ -148,8 +148,83 @@ impl FileError {
     }
 }
 
+/// A URL (or what was meant as one) as an error text shows it: at most
+/// 200 characters of what precedes its query or fragment, without the
+/// user and password of its authority, and `?…` where a query was cut. A
+/// download link's query is often its credential (a signed link), so no
+/// error ever shows it, however malformed the rest is.
+pub fn url_for_errors(text: &str) -> String {
+    let text = text.trim();
+    // The user and password go first: before the first `/` after the
+    // scheme, everything up to the last `@` (a `?` in a password too).
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, text),
+    };
+    let rest = match scheme {
+        Some(_) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => &rest[at + 1..],
+                None => rest,
+            }
+        }
+        None => rest,
+    };
+    let (head, cut) = match rest.find(['?', '#']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let head = match scheme {
+        Some(scheme) => format!("{scheme}://{head}"),
+        None => head.to_owned(),
+    };
+    let mut shown: String = head.chars().take(200).collect();
+    if cut.starts_with('?') {
+        shown.push_str("?…");
+    } else if !cut.is_empty() {
+        shown.push_str("#…");
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_url_in_an_error_never_shows_its_query_fragment_or_credentials() {
+        let cases = [
+            (
+                "https://h.example/d/f.png?sig=SECRET",
+                "https://h.example/d/f.png?…",
+            ),
+            ("https:///no-host?sig=SECRET", "https:///no-host?…"),
+            (
+                "https://h.example/a b?x=SECRET y",
+                "https://h.example/a b?…",
+            ),
+            ("chat_upload://image_0", "chat_upload://image_0"),
+            (
+                "sandbox:/mnt/data/x.png?token=SECRET",
+                "sandbox:/mnt/data/x.png?…",
+            ),
+            ("https://user:SECRET@h.example/x", "https://h.example/x"),
+            (
+                "https://user:SE?CRET@h.example/x?q=SECRET",
+                "https://h.example/x?…",
+            ),
+            ("https://h.example/x#SECRET", "https://h.example/x#…"),
+            (
+                "  https://h.example/\u{7f}?SECRET  ",
+                "https://h.example/\u{7f}?…",
+            ),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(url_for_errors(url), shown, "{url}");
+            assert!(!url_for_errors(url).contains("SECRET"), "{url}");
+        }
+        assert_eq!(url_for_errors(&"x".repeat(500)).chars().count(), 200);
+    }
     use super::*;
 
     #[test]

@@ -45,7 +45,7 @@ use tokio_rustls::TlsConnector;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::commit::{Committed, Options, Staged};
-use super::error::{FileError, Kind};
+use super::error::{FileError, Kind, url_for_errors};
 use super::place::Place;
 
 /// Redirects followed at most.
@@ -403,15 +403,18 @@ pub fn parse_https(url: &str) -> Result<Uri, FileError> {
     let uri: Uri = url
         .trim()
         .parse()
-        .map_err(|_| invalid(format!("{:?} is not a URL", cut(url))))?;
+        .map_err(|_| invalid(format!("{:?} is not a URL", url_for_errors(url))))?;
     match uri.scheme_str() {
         Some("https") if uri.host().is_some_and(|h| !h.is_empty()) => Ok(uri),
-        Some("https") => Err(invalid(format!("{:?} has no host", cut(url)))),
+        Some("https") => Err(invalid(format!("{:?} has no host", url_for_errors(url)))),
         Some("http") => Err(invalid(format!(
             "{} is plain http: only https:// URLs are fetched",
             shown(&uri)
         ))),
-        _ => Err(invalid(format!("{:?} is not an https:// URL", cut(url)))),
+        _ => Err(invalid(format!(
+            "{:?} is not an https:// URL",
+            url_for_errors(url)
+        ))),
     }
 }
 
@@ -443,11 +446,6 @@ fn shown(url: &Uri) -> String {
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
     let query = if url.query().is_some() { "?…" } else { "" };
     format!("{scheme}://{authority}{}{query}", url.path())
-}
-
-/// The first 200 characters of a bad value, for an error text.
-fn cut(text: &str) -> String {
-    text.chars().take(200).collect()
 }
 
 fn invalid(message: String) -> FileError {

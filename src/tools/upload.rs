@@ -259,7 +259,7 @@ fn file_source(file: &Value) -> Result<Source, ToolError> {
     };
     let lower = url.trim().to_ascii_lowercase();
     if !lower.starts_with("https://") && !lower.starts_with("http://") {
-        let shown: String = url.chars().take(100).collect();
+        let shown = crate::files::error::url_for_errors(&url);
         return Err(ToolError::invalid(format!(
             "\"file\" is {shown:?}, which is not a URL the server can fetch: ChatGPT's mobile apps are known to send such a placeholder instead of the file's {{download_url, file_id}}; attach the file from ChatGPT on the web, or send its bytes as \"content_base64\""
         )));
