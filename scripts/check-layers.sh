@@ -19,6 +19,12 @@
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
+# 7. A launch is one typed request (`jobs::LaunchRequest`), validated in one
+#    step: only that step builds a `jobs::Launch`, and the proto front-ends
+#    (envd, sandboxd) fill the request from their fields, never through the
+#    JSON reader of `execute` (`tools::execute::parse`, `tools::Args`) nor
+#    JSON built for it (`json!`, `serde_json::Map`/`Value`) outside their
+#    tests.
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -65,6 +71,25 @@ done
 for dir in src init/src; do
     check "only init/src/sockdiag.rs speaks NETLINK_SOCK_DIAG" \
         "$dir" 'const SOCK_DIAG_BY_FAMILY|netlink::SOCK_DIAG\b' sockdiag.rs
+done
+
+check "only LaunchRequest::validate builds a jobs::Launch (src/jobs/request.rs)" \
+    src '(^|[=(:,]|return)[[:space:]]*Launch \{' request.rs
+check "envd and sandboxd build a LaunchRequest from their fields, not execute's JSON" \
+    src/server/transport/envd '\bexecute::((parse|Execute)\b|\{[^}]*\b(parse|Execute)\b)|\btools::Args\b'
+check "envd and sandboxd build a LaunchRequest from their fields, not execute's JSON" \
+    src/server/transport/sandboxd '\bexecute::((parse|Execute)\b|\{[^}]*\b(parse|Execute)\b)|\btools::Args\b'
+# No JSON built in their files that launch, up to their tests (a test may
+# build a proto message from JSON).
+for file in $(grep -rlE --include='*.rs' '\bLaunchRequest\b|\.launch\(' src/server/transport/envd src/server/transport/sandboxd); do
+    hits=$(awk '/^#\[cfg\(test\)\]/ { exit }
+        /json!|serde_json::(Map|Value|to_value|json)|Map<String, *Value>/ { print FILENAME ":" FNR ":" $0 }' "$file")
+    if [[ -n $hits ]]; then
+        while IFS= read -r line; do
+            echo "check-layers: a launch from envd or sandboxd builds no JSON (fill a LaunchRequest): $line" >&2
+        done <<<"$hits"
+        status=1
+    fi
 done
 
 if [[ $status -eq 0 ]]; then

@@ -110,7 +110,7 @@ impl Origin {
 }
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Program {
     /// `$SHELL -c <command>`; `/bin/sh` when `SHELL` is unset or empty.
     Shell(String),

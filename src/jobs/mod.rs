@@ -9,6 +9,7 @@
 //! | verb | what | module |
 //! |---|---|---|
 //! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
+//! | [`LaunchRequest::validate`] | a front-end's typed request → the [`Launch`] `launch` takes: the job rules, the policy's user and limits, the server's defaults | [`request`] |
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
 //! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`], [`Jobs::find`] | look, never remove | here |
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
@@ -29,6 +30,8 @@
 //! revisions or JSON-RPC: `jobs` imports nothing from `protocol`, `tools`
 //! or `server` (`scripts/check-layers.sh`).
 //!
+//! - [`request`]: the one typed launch request every front-end builds, and
+//!   its one validation into a [`Launch`].
 //! - [`state`]: job ids, states and owners.
 //! - [`table`]: the table, its exactly-once claims, its admission queue and
 //!   its one wait loop ([`table::JobTable::watch`]).
@@ -52,6 +55,7 @@ mod follow;
 mod launch;
 pub mod oom;
 mod ports;
+mod request;
 pub mod result;
 mod runner;
 mod shell_session;
@@ -74,15 +78,16 @@ pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
 pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 pub use ports::Port;
+pub use request::{LaunchRequest, RequestError, TerminalSize};
 use result::{Fields, JobResult, Status, View};
-pub use shell_session::{ShellSessions, Shown, valid_name as valid_shell_session_name};
+pub use shell_session::{ShellSessions, Shown};
 pub use signal::{Delivery, JobSignalError, Plan, Signalled};
 pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};
-pub use terminal::{DEFAULT_SIZE, MAX_DIMENSION, SCROLLBACK_LINES, TerminalError, window_size};
+pub use terminal::{MAX_DIMENSION, SCROLLBACK_LINES, TerminalError, window_size};
 pub use wait::{Trigger, Until, WaitEntry, WaitError};
 
 /// How long to wait for SIGKILL to take effect after a grace.

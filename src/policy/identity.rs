@@ -203,13 +203,10 @@ impl JobPolicy {
         })
     }
 
-    /// The set-up of a job that asked for `user` and `limits` (the inputs as
-    /// given, `None` when absent), reading the user database from the system.
-    pub fn setup(&self, user: Option<&str>, limits: Option<&Value>) -> Result<init::Setup, String> {
-        let asked = match limits {
-            None | Some(Value::Null) => JobLimits::default(),
-            Some(v) => JobLimits::from_json(v, "\"limits\"")?,
-        };
+    /// The set-up of a job that asked for `user` (`None` when absent) and
+    /// `asked` (its `limits`, read with [`JobLimits::from_json`]), reading
+    /// the user database from the system.
+    pub fn setup(&self, user: Option<&str>, asked: &JobLimits) -> Result<init::Setup, String> {
         let limits = asked.within(&self.limits)?;
         let user = match user {
             None => None,
@@ -362,8 +359,16 @@ mod tests {
     #[test]
     fn user_is_refused_when_not_root_or_behind_a_token_less_listener() {
         let p = JobPolicy::new(None, 1000, false).unwrap_or_else(|e| panic!("{e}"));
-        assert!(p.setup(Some("nobody"), None).unwrap_err().contains("root"));
+        assert!(
+            p.setup(Some("nobody"), &JobLimits::default())
+                .unwrap_err()
+                .contains("root")
+        );
         let p = JobPolicy::new(None, 0, true).unwrap_or_else(|e| panic!("{e}"));
-        assert!(p.setup(Some("nobody"), None).unwrap_err().contains("token"));
+        assert!(
+            p.setup(Some("nobody"), &JobLimits::default())
+                .unwrap_err()
+                .contains("token")
+        );
     }
 }

@@ -105,6 +105,14 @@ impl ToolError {
     }
 }
 
+/// A launch request's broken rule is `invalid arguments: <detail>` (also
+/// on envd's and sandboxd's wire, which have always shown the tool's text).
+impl From<crate::jobs::RequestError> for ToolError {
+    fn from(e: crate::jobs::RequestError) -> ToolError {
+        ToolError::invalid(e)
+    }
+}
+
 /// How a tool call ends when it does not succeed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Fail {

@@ -10,6 +10,12 @@
 //!   enters the table.
 //! - a stdin write failure (other than cancellation) returns
 //!   `{job_id, state, stdin_error}` and keeps the job.
+//!
+//! [`parse`] is the JSON reader of `execute`, `POST /exec` and Tasks: it
+//! checks each field's JSON type and what a revision sees, fills a
+//! `jobs::LaunchRequest` and validates it with the rules every front-end
+//! shares (envd and sandboxd fill the same request from their proto
+//! fields).
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -25,9 +31,10 @@ use crate::capture::CapturePolicy;
 use crate::config::Config;
 use crate::jobs::result::{JobResult, Status};
 use crate::jobs::{
-    Job, JobId, JobPhase, Launch, LaunchError, Launched, Owner, StdinError, WaitEntry,
+    Job, JobId, JobPhase, Launch, LaunchError, LaunchRequest, Launched, RequestError, StdinError,
+    TerminalSize, WaitEntry,
 };
-use crate::policy::identity::JobPolicy;
+use crate::policy::identity::{JobLimits, JobPolicy};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
 
@@ -124,17 +131,10 @@ struct Started {
     yielded: Option<bool>,
 }
 
-/// Why a terminal job cannot join a shell session (SPEC §17): a session
-/// hands a job's final cwd and exports to the next when the command ends
-/// on its own, through an epilogue its shell runs; a terminal job is
-/// interactive — what it leaves behind is whatever was typed into it, and
-/// its shell is often one the user ends with `exit` or `C-d`, which skips
-/// the epilogue. Run `cd`/`export` in the terminal itself instead.
-const TTY_AND_SHELL_SESSION: &str = "\"tty\" cannot be combined with \"shell_session\": a terminal job is interactive, so a shell session could not take its cwd and exports from it; cd and export inside the terminal instead";
-
-/// `tty`, `cols`, `rows` (SPEC §20): the terminal a job runs on, if any.
-/// `cols`/`rows` without `tty: true` are refused rather than ignored.
-fn terminal(a: &Args) -> Result<Option<init::WindowSize>, ToolError> {
+/// `tty`, `cols`, `rows`: the terminal a job asks for, if any.
+/// `cols`/`rows` without `tty: true` are refused rather than ignored; their
+/// range is the request's rule ([`LaunchRequest::validate`]).
+fn terminal(a: &Args) -> Result<Option<TerminalSize>, ToolError> {
     let tty = args::opt_bool(a, "tty")?;
     let dim = |key: &str| -> Result<Option<u64>, ToolError> {
         match a.get(key) {
@@ -156,17 +156,8 @@ fn terminal(a: &Args) -> Result<Option<init::WindowSize>, ToolError> {
         }
         return Ok(None);
     }
-    let default = crate::jobs::DEFAULT_SIZE;
-    crate::jobs::window_size(
-        cols.unwrap_or(default.cols.into()),
-        rows.unwrap_or(default.rows.into()),
-    )
-    .map(Some)
-    .map_err(ToolError::invalid)
+    Ok(Some(TerminalSize { cols, rows }))
 }
-
-/// The longest `label` (characters).
-const MAX_LABEL: usize = 200;
 
 /// Parsed `execute` arguments (also the body of `POST /exec`, SPEC §11.2):
 /// the job to launch, and how this call waits for it.
@@ -179,13 +170,12 @@ pub(crate) struct Execute {
     pub(crate) yield_after: Option<Duration>,
 }
 
-fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
+/// `command` or (Part II) `argv`: exactly one. A blank `command` counts as
+/// absent; NUL bytes are the request's rule.
+fn program(a: &Args, part_two: bool) -> Result<Program, ToolError> {
     let command = match a.get("command") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.trim().is_empty() => None,
-        Some(Value::String(s)) if s.contains('\0') => {
-            return Err(ToolError::invalid("\"command\" must not contain NUL bytes"));
-        }
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(ToolError::invalid("\"command\" must be a string")),
     };
@@ -196,18 +186,12 @@ fn command(a: &Args, part_two: bool) -> Result<Program, ToolError> {
             items
                 .iter()
                 .map(|v| match v {
-                    Value::String(s) if !s.contains('\0') => Ok(OsString::from(s)),
-                    _ => Err(ToolError::invalid(
-                        "\"argv\" must be a non-empty array of strings",
-                    )),
+                    Value::String(s) => Ok(OsString::from(s)),
+                    _ => Err(RequestError::Argv.into()),
                 })
-                .collect::<Result<Vec<_>, _>>()?,
+                .collect::<Result<Vec<_>, ToolError>>()?,
         ),
-        Some(_) => {
-            return Err(ToolError::invalid(
-                "\"argv\" must be a non-empty array of strings",
-            ));
-        }
+        Some(_) => return Err(RequestError::Argv.into()),
     };
     match (command, argv) {
         (Some(_), Some(_)) => Err(ToolError::CommandAndArgv),
@@ -227,127 +211,91 @@ fn positive_seconds(a: &Args, key: &str) -> Result<Option<Duration>, ToolError> 
     }
 }
 
+/// `env`: an object of strings (names and values are the request's rule).
+fn env(a: &Args) -> Result<Vec<(String, String)>, ToolError> {
+    match a.get("env") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                _ => Err(ToolError::invalid(format!(
+                    "env value of {k:?} must be a string"
+                ))),
+            })
+            .collect(),
+        Some(_) => Err(ToolError::invalid("\"env\" must be an object of strings")),
+    }
+}
+
 /// Parses `execute`'s arguments as a session of `revision` sees them (the
-/// tool passes its session's; `POST /exec` the latest). `jobs` says what
-/// `user` and `limits` may ask for; its default limits apply to every job,
-/// Part I sessions' too.
+/// tool passes its session's; `POST /exec` the latest) into a
+/// [`LaunchRequest`], and validates it: `jobs` says what `user` and
+/// `limits` may ask for; its default limits apply to every job, Part I
+/// sessions' too. The JSON reader checks each field's type; the rules on
+/// the values are the request's, shared with every other front-end.
 pub(crate) fn parse(
     a: &Args,
     config: &Config,
     jobs: &JobPolicy,
     revision: Revision,
 ) -> Result<Execute, ToolError> {
+    let (request, nowait, yield_after) = request(a, config, revision)?;
+    Ok(Execute {
+        launch: request.validate(config, jobs)?,
+        nowait,
+        yield_after,
+    })
+}
+
+/// The JSON half of [`parse`]: the request, `nowait` and `yield_after`.
+fn request(
+    a: &Args,
+    config: &Config,
+    revision: Revision,
+) -> Result<(LaunchRequest, bool, Option<Duration>), ToolError> {
     let part_two = revision.has_part_two();
-    let program = command(a, part_two)?;
-    let env = match a.get("env") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Object(m)) => m
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s)
-                    if !k.is_empty()
-                        && !k.contains('=')
-                        && !k.contains('\0')
-                        && !s.contains('\0') =>
-                {
-                    Ok((OsString::from(k), OsString::from(s)))
-                }
-                Value::String(_) => Err(ToolError::invalid(format!(
-                    "env name {k:?} is not a valid variable name"
-                ))),
-                _ => Err(ToolError::invalid(format!(
-                    "env value of {k:?} must be a string"
-                ))),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(ToolError::invalid("\"env\" must be an object of strings")),
+    let mut req = LaunchRequest::new(program(a, part_two)?);
+    req.env = env(a)?;
+    req.cwd = args::opt_str(a, "cwd")?.map(str::to_owned);
+    req.stdin = args::opt_str(a, "stdin")?.map(|d| d.as_bytes().to_vec());
+    req.close_stdin = args::opt_bool(a, "close_stdin")?;
+    req.capture = match a.get("capture") {
+        None | Some(Value::Null) => None,
+        v => Some(CapturePolicy::from_json(v).map_err(ToolError::invalid)?),
     };
-    let launch = Launch {
-        program,
-        cwd: args::opt_str(a, "cwd")?
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
-        env,
-        setup: jobs.setup(None, None).map_err(ToolError::invalid)?,
-        stdin: args::opt_str(a, "stdin")?
-            .filter(|d| !d.is_empty())
-            .map(|d| d.as_bytes().to_vec()),
-        close_stdin: args::opt_bool(a, "close_stdin")?,
-        timeout: config.job_timeout,
-        idle_timeout: None,
-        shell_session: None,
-        capture: CapturePolicy::from_json(a.get("capture")).map_err(ToolError::invalid)?,
-        label: None,
-        window: config.max_output_bytes,
-        owner: Owner::Caller,
-        tty: None,
-    };
-    let mut req = Execute {
-        launch,
-        nowait: args::opt_bool(a, "nowait")?,
-        yield_after: config.yield_after,
-    };
+    let nowait = args::opt_bool(a, "nowait")?;
+    let mut yield_after = config.yield_after;
     if !part_two {
         // A 2024-11-05 session sees exactly Part I: its inputs are ignored.
-        return Ok(req);
+        return Ok((req, nowait, yield_after));
     }
-    if let Some(t) = positive_seconds(a, "timeout")? {
-        req.launch.timeout = Some(t);
-    }
+    req.timeout = positive_seconds(a, "timeout")?;
     if let Some(y) = args::opt_seconds(a, "yield_after")? {
-        req.yield_after = (y > 0.0).then(|| Duration::from_secs_f64(y.min(1e9)));
+        yield_after = (y > 0.0).then(|| Duration::from_secs_f64(y.min(1e9)));
     }
-    req.launch.idle_timeout = positive_seconds(a, "idle_timeout")?;
-    if let Some(name) = args::opt_str(a, "shell_session")? {
-        if !crate::jobs::valid_shell_session_name(name) {
-            return Err(ToolError::invalid(
-                "\"shell_session\" must be 1-64 characters of A-Z a-z 0-9 . _ -",
-            ));
-        }
-        req.launch.shell_session = Some(name.to_owned());
-    }
-    if let Some(label) = args::opt_str(a, "label")? {
-        if label.chars().count() > MAX_LABEL || label.chars().any(char::is_control) {
-            return Err(ToolError::invalid(format!(
-                "\"label\" must be at most {MAX_LABEL} characters without control characters"
-            )));
-        }
-        req.launch.label = Some(label.to_owned());
-    }
-    let user = match a.get("user") {
+    req.idle_timeout = positive_seconds(a, "idle_timeout")?;
+    req.shell_session = args::opt_str(a, "shell_session")?.map(str::to_owned);
+    req.label = args::opt_str(a, "label")?.map(str::to_owned);
+    req.user = match a.get("user") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.as_str()),
+        Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(ToolError::invalid("\"user\" must be a string")),
     };
-    req.launch.setup = jobs
-        .setup(user, a.get("limits"))
-        .map_err(ToolError::invalid)?;
+    req.limits = match a.get("limits") {
+        None | Some(Value::Null) => JobLimits::default(),
+        Some(v) => JobLimits::from_json(v, "\"limits\"").map_err(ToolError::invalid)?,
+    };
     if revision.has_terminals() {
-        req.launch.tty = terminal(a)?;
-        if req.launch.tty.is_some() && matches!(a.get("capture"), None | Some(Value::Null)) {
-            req.launch.capture = CapturePolicy::terminal();
-        }
+        req.tty = terminal(a)?;
     }
-    if req.launch.tty.is_some() && req.launch.shell_session.is_some() {
-        return Err(ToolError::invalid(TTY_AND_SHELL_SESSION));
-    }
-    match a.get("max_output_bytes") {
-        None | Some(Value::Null) => {}
-        Some(v) => {
-            let limit = config.max_output_bytes_limit;
-            match v.as_u64() {
-                Some(n) if n >= 1 && n <= limit as u64 => {
-                    req.launch.window = usize::try_from(n).unwrap_or(limit);
-                }
-                _ => {
-                    return Err(ToolError::invalid(format!(
-                        "\"max_output_bytes\" must be between 1 and {limit}"
-                    )));
-                }
-            }
-        }
-    }
-    Ok(req)
+    req.max_output_bytes = match a.get("max_output_bytes") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().ok_or(RequestError::Window {
+            limit: config.max_output_bytes_limit,
+        })?),
+    };
+    Ok((req, nowait, yield_after))
 }
 
 /// The tool error of a launch refused before it ran (the breaker's

@@ -2,11 +2,11 @@
 //! through `jobs::Jobs` verbs only. docs/envd.md has the mapping; the
 //! rules that matter:
 //!
-//! - **A process is a job.** `Start` parses its request into `execute`'s
-//!   arguments (`argv`, `env`, `cwd`, `label` = the tag, `tty`/`cols`/`rows`
-//!   for a PTY, `timeout` = `Connect-Timeout-Ms`) and launches it with the
-//!   tool's own parser, so the cwd policy, identity, limits, queue and
-//!   breaker are the same. MCP's `list_jobs`, `status`, `output`, `kill` see
+//! - **A process is a job.** `Start` reads its request's fields into a
+//!   `jobs::LaunchRequest` (the argv, `env`, `cwd`, the tag as its label, a
+//!   terminal for a PTY, `Connect-Timeout-Ms` as its deadline) and validates
+//!   it as every front-end does, so the rules, the cwd policy, identity,
+//!   limits, queue and breaker are the same. MCP's `list_jobs`, `status`, `output`, `kill` see
 //!   it, its tag as its label. Its envd **pid is the OS pid** of the job's
 //!   process (its process group id), as envd's is.
 //! - **Owner: the stream** (`Owner::Stream`). `Start` and `Connect` follow
@@ -29,14 +29,14 @@
 //!   `Update` resizes a terminal with `Jobs::resize`.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::Request;
 use hyper::body::Incoming;
-use init::Signal;
-use serde_json::{Map, Value, json};
+use init::{Program, Signal};
 use tokio::sync::mpsc;
 
 use super::EnvdState;
@@ -47,11 +47,11 @@ use super::proto::{
     StartEvent, StartRequest, StreamInputEnvelope, UpdateRequest,
 };
 use crate::jobs::{
-    Event, JobId, JobPhase, JobSignalError, LaunchError, Launched, Owner, Plan, StdinError, Stream,
-    TerminalError,
+    Event, JobId, JobPhase, JobSignalError, LaunchError, LaunchRequest, Launched, Owner, Plan,
+    StdinError, Stream, TerminalError, TerminalSize,
 };
 use crate::protocol::version::{LATEST, Revision};
-use crate::tools::execute;
+use crate::tools::{ToolError, execute};
 
 /// The most output bytes one data event carries.
 pub const MAX_CHUNK: u64 = 64 * 1024;
@@ -135,36 +135,34 @@ fn revision() -> Revision {
     Revision::negotiate(Some(LATEST))
 }
 
-/// `execute`'s arguments for a `StartRequest`.
-fn arguments(msg: &StartRequest, config: &ProcessConfig, meta: Meta) -> Map<String, Value> {
-    let mut a = Map::new();
-    let mut argv = vec![config.cmd.clone()];
-    argv.extend(config.args.iter().cloned());
-    a.insert("argv".into(), json!(argv));
-    if !config.envs.is_empty() {
-        a.insert("env".into(), json!(config.envs));
-    }
-    if let Some(cwd) = config.cwd.as_ref().filter(|c| !c.is_empty()) {
-        a.insert("cwd".into(), json!(cwd));
-    }
-    if let Some(tag) = &msg.tag {
-        a.insert("label".into(), json!(tag));
-    }
-    if let Some(t) = meta.timeout.filter(|t| !t.is_zero()) {
-        a.insert("timeout".into(), json!(t.as_secs_f64()));
-    }
-    if let Some(pty) = msg.pty {
-        a.insert("tty".into(), json!(true));
-        if let Some(size) = pty.size {
-            if size.cols > 0 {
-                a.insert("cols".into(), json!(size.cols));
-            }
-            if size.rows > 0 {
-                a.insert("rows".into(), json!(size.rows));
-            }
+/// The launch a `StartRequest` asks for, read from its fields: the argv
+/// (`cmd` and `args`), `envs`, `cwd`, the tag as the label, `pty` as a
+/// terminal (a size of 0 is proto3's unset: the default) and
+/// `Connect-Timeout-Ms` as the job's deadline. The rules are the request's
+/// (`LaunchRequest::validate`), as for every front-end.
+fn request(msg: &StartRequest, config: &ProcessConfig, meta: Meta) -> LaunchRequest {
+    let argv = std::iter::once(&config.cmd)
+        .chain(&config.args)
+        .map(OsString::from)
+        .collect();
+    let mut req = LaunchRequest::new(Program::Argv(argv));
+    req.env = config
+        .envs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    req.cwd.clone_from(&config.cwd);
+    req.label.clone_from(&msg.tag);
+    req.timeout = meta.timeout.filter(|t| !t.is_zero());
+    req.tty = msg.pty.map(|pty| {
+        let size = pty.size.unwrap_or_default();
+        let dim = |n: u32| Some(u64::from(n)).filter(|&n| n > 0);
+        TerminalSize {
+            cols: dim(size.cols),
+            rows: dim(size.rows),
         }
-    }
-    a
+    });
+    req
 }
 
 /// `Start`: launch the job, then stream it.
@@ -176,18 +174,20 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
         ));
     };
     let app = &state.app;
-    let args = arguments(&msg, &config, meta);
-    let mut launch = match execute::parse(&args, &app.config, &app.job_policy, revision()) {
-        Ok(r) => r.launch,
-        Err(e) => return Envelopes::failed(&Error::new(Code::InvalidArgument, e.to_string())),
-    };
+    let mut req = request(&msg, &config, meta);
     let tty = msg.pty.is_some();
     // envd: stdin absent or true keeps a pipe open; false is no stdin. A
     // terminal is always its input (closing it would send C-d).
     let close = !tty && msg.stdin == Some(false);
-    launch.stdin = None;
-    launch.close_stdin = close;
-    launch.owner = Owner::Stream;
+    req.close_stdin = close;
+    req.owner = Owner::Stream;
+    let launch = match req.validate(&app.config, &app.job_policy) {
+        Ok(launch) => launch,
+        Err(e) => {
+            let text = ToolError::from(e).to_string();
+            return Envelopes::failed(&Error::new(Code::InvalidArgument, text));
+        }
+    };
     let id = match app.jobs.launch(launch) {
         Ok(Launched::Started { id, .. }) => {
             if close {
@@ -646,21 +646,30 @@ mod tests {
     }
 
     #[test]
-    fn a_start_request_becomes_executes_arguments() {
-        let msg: StartRequest = serde_json::from_value(json!({
+    fn a_start_request_becomes_a_launch_request() {
+        let msg: StartRequest = serde_json::from_value(serde_json::json!({
             "process": {"cmd": "/bin/bash", "args": ["-l", "-c", "echo hi"], "envs": {"A": "1"}, "cwd": "/tmp"},
-            "tag": "web", "pty": {"size": {"cols": 100, "rows": 30}}
+            "tag": "web", "pty": {"size": {"cols": 100, "rows": 0}}
         }))
         .unwrap();
         let meta = Meta {
             timeout: Some(Duration::from_millis(1500)),
             keepalive: connect::DEFAULT_KEEPALIVE,
         };
-        let a = arguments(&msg, msg.process.as_ref().unwrap(), meta);
-        assert_eq!(
-            Value::Object(a),
-            json!({"argv": ["/bin/bash", "-l", "-c", "echo hi"], "env": {"A": "1"}, "cwd": "/tmp",
-                   "label": "web", "timeout": 1.5, "tty": true, "cols": 100, "rows": 30})
-        );
+        let req = request(&msg, msg.process.as_ref().unwrap(), meta);
+        let mut want = LaunchRequest::new(Program::Argv(
+            ["/bin/bash", "-l", "-c", "echo hi"]
+                .map(OsString::from)
+                .to_vec(),
+        ));
+        want.env = vec![("A".into(), "1".into())];
+        want.cwd = Some("/tmp".into());
+        want.label = Some("web".into());
+        want.timeout = Some(Duration::from_millis(1500));
+        want.tty = Some(TerminalSize {
+            cols: Some(100),
+            rows: None,
+        });
+        assert_eq!(req, want);
     }
 }

@@ -11,9 +11,9 @@
 //! | `SendSignal` | `signal(id, Plan::One(INT/TERM/KILL), 5 s)`: the group, death verified as `kill` does |
 //! | `ResizeTTY` | `resize(id, cols, rows)` (`FAILED_PRECONDITION` for a pipe job) |
 //!
-//! The request's `ProcessConfig` (argv, env, cwd) and `pty` become
-//! `execute`'s arguments, parsed by the tool's own parser (the cwd policy,
-//! identity, limits and windows are the tool's); jobs are owned by their
+//! The request's `ProcessConfig` (argv, env, cwd) and `pty` become a
+//! `jobs::LaunchRequest`, validated as every front-end's (the rules, the
+//! cwd policy, identity, limits and windows are `execute`'s); jobs are owned by their
 //! stream (`Owner::Stream`, like `POST /exec`): `list_jobs`, `status`,
 //! `output` and `kill` see them, `wait` refuses them.
 //!
@@ -52,6 +52,7 @@
 //! breaker is open), `UNIMPLEMENTED` (another method or a compressed
 //! message).
 
+use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,7 +60,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response};
-use serde_json::{Value, json};
+use init::Program;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{SandboxRoot, SandboxdGrpc};
@@ -67,8 +68,8 @@ use super::wire::{self, GrpcBody, Reply, Status, pb};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
 use crate::jobs::{
-    Event, Job, JobId, JobSignalError, LaunchError, Launched, Owner, Plan, StdinError, Stream,
-    TerminalError,
+    Event, Job, JobId, JobSignalError, LaunchError, LaunchRequest, Launched, Owner, Plan,
+    StdinError, Stream, TerminalError, TerminalSize,
 };
 use crate::net::{
     self,
@@ -76,8 +77,7 @@ use crate::net::{
     status::Code,
 };
 use crate::protocol::version::{LATEST, Revision};
-use crate::tools::App;
-use crate::tools::execute;
+use crate::tools::{App, ToolError};
 
 /// The path prefix of every method.
 const SERVICE: &str = "/process.v1.ProcessService/";
@@ -244,8 +244,10 @@ fn revision() -> Revision {
     Revision::negotiate(Some(LATEST))
 }
 
-/// The job a request asks for, as `execute` would launch it, owned by its
-/// stream; its `cwd` is the root's ([`SandboxRoot::job_cwd`]).
+/// The job a request asks for, read from its fields into the one
+/// `LaunchRequest` and validated as every front-end's, owned by its stream;
+/// its `cwd` is the root's ([`SandboxRoot::job_cwd`]), a `pty` size of 0
+/// (proto3's unset) the default, `grpc-timeout` its deadline.
 fn launch(
     app: &App,
     root: &SandboxRoot,
@@ -260,35 +262,28 @@ fn launch(
             "config.command must name the program (argv)",
         ));
     }
+    if deadline.is_some_and(|d| d.is_zero()) {
+        return Err(Status::new(
+            Code::DeadlineExceeded,
+            "the deadline passed before the job started",
+        ));
+    }
     let cwd = root.job_cwd(config.cwd.as_deref());
-    let mut args = json!({"argv": config.command, "env": config.env_vars, "cwd": cwd});
-    if let Some(pty) = pty {
-        args["tty"] = json!(true);
-        // 0 (unset in proto3) takes the default size.
-        if pty.cols > 0 {
-            args["cols"] = json!(pty.cols);
+    let argv = config.command.into_iter().map(OsString::from).collect();
+    let mut req = LaunchRequest::new(Program::Argv(argv));
+    req.env = config.env_vars.into_iter().collect();
+    req.cwd = Some(cwd);
+    req.tty = pty.map(|pty| {
+        let dim = |n: u32| Some(u64::from(n)).filter(|&n| n > 0);
+        TerminalSize {
+            cols: dim(pty.cols),
+            rows: dim(pty.rows),
         }
-        if pty.rows > 0 {
-            args["rows"] = json!(pty.rows);
-        }
-    }
-    if let Some(d) = deadline {
-        if d.is_zero() {
-            return Err(Status::new(
-                Code::DeadlineExceeded,
-                "the deadline passed before the job started",
-            ));
-        }
-        args["timeout"] = json!(d.as_secs_f64());
-    }
-    let Value::Object(args) = args else {
-        return Err(Status::new(Code::Internal, "building the job's arguments"));
-    };
-    let mut launch = execute::parse(&args, &app.config, &app.job_policy, revision())
-        .map_err(|e| Status::new(Code::InvalidArgument, e.to_string()))?
-        .launch;
-    launch.owner = Owner::Stream;
-    Ok(launch)
+    });
+    req.timeout = deadline;
+    req.owner = Owner::Stream;
+    req.validate(&app.config, &app.job_policy)
+        .map_err(|e| Status::new(Code::InvalidArgument, ToolError::from(e).to_string()))
 }
 
 /// Launches `launch`; `Ok((id, stdin_to_close))`.
