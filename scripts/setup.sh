@@ -15,6 +15,8 @@
 #   openssh-server openssh-client
 #                    sshd and ssh for tests/ssh.rs: mcp-exec as a stdio server over
 #                    `ssh -T` (a throwaway sshd on a loopback port; no service is used)
+#   iproute2         `ip`, for the network namespace tests/http/ports.rs makes (a veth
+#                    pair with an address of its own; nothing leaves the namespace)
 #
 # and writes /etc/containers/containers.conf exactly as SPEC §8 gives it: runtime runc and
 # ulimits low enough that runc's setrlimit succeeds inside unprivileged CI sandboxes.
@@ -35,7 +37,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
 
 packages=()
-for p in podman runc busybox-static tini bash-static procps catatonit curl jq openssl openssh-server openssh-client; do
+for p in podman runc busybox-static tini bash-static procps catatonit curl jq openssl openssh-server openssh-client iproute2; do
     installed "$p" || packages+=("$p")
 done
 if ! command -v python3 >/dev/null 2>&1; then

@@ -10,7 +10,9 @@ bound, then serves until it is killed.
                 GET  /stream?gate=F  -> chunked: "first\n", then, once file F exists, "second\n"
                 GET  /big?n=N        -> N bytes of "x", sized
   ws            a WebSocket echo server (PyPI websockets) on 127.0.0.1, port 0: "listening PORT"
-  at PORT       one socket on 127.0.0.1:PORT: prints "listening PORT"
+  at PORT [ADDR [freebind]]
+                one socket on ADDR:PORT (default 127.0.0.1; with freebind, IP_FREEBIND
+                first, so ADDR need not be on any interface): prints "listening PORT"
 """
 
 import json
@@ -119,10 +121,12 @@ def ws():
         server.serve_forever()
 
 
-def at(port):
+def at(port, addr="127.0.0.1", freebind=False):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
+    if freebind:
+        s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
+    s.bind((addr, port))
     s.listen()
     say(f"listening {port}")
     forever()
@@ -137,6 +141,6 @@ if __name__ == "__main__":
     elif mode == "ws":
         ws()
     elif mode == "at":
-        at(int(sys.argv[2]))
+        at(int(sys.argv[2]), *sys.argv[3:4], freebind=sys.argv[4:5] == ["freebind"])
     else:
         sys.exit(f"unknown mode {mode}")

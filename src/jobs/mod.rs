@@ -77,7 +77,7 @@ pub use attach::{AttachError, WriterLease};
 pub use follow::{Event, JobEnd, RawEvent, RawFollowError};
 pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
-pub use ports::Port;
+pub use ports::{Port, ProxyLook};
 pub use request::{LaunchRequest, RequestError, TerminalSize};
 use result::{Fields, JobResult, Status, View};
 pub use shell_session::{ShellSessions, Shown};

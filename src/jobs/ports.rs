@@ -60,20 +60,40 @@ pub struct Port {
     pub job_id: Option<JobId>,
 }
 
+/// One look for the preview proxy: the ports `GET /ports` lists, and the
+/// port numbers this server itself listens on (on any address), which the
+/// proxy never reaches whatever else listens on them.
+#[derive(Debug, Default)]
+pub struct ProxyLook {
+    /// Every listening TCP socket but this server's own.
+    pub ports: Vec<Port>,
+    /// The ports of this server's own listeners.
+    pub own: Vec<u16>,
+}
+
 impl Jobs {
     /// Every listening TCP socket in the container but this server's own,
-    /// by port (SPEC §22).
+    /// by port (docs/http.md, "Ports").
     pub fn ports(&self) -> Vec<Port> {
-        self.shared.ports()
+        self.shared.look_ports().ports
+    }
+
+    /// [`Jobs::ports`], and the ports of this server's own listeners.
+    pub fn proxy_look(&self) -> ProxyLook {
+        self.shared.look_ports()
     }
 }
 
 impl Shared {
     /// One look: the listening sockets, attributed.
     pub(super) fn ports(&self) -> Vec<Port> {
+        self.look_ports().ports
+    }
+
+    fn look_ports(&self) -> ProxyLook {
         let found = listeners::listening();
         if found.is_empty() {
-            return Vec::new();
+            return ProxyLook::default();
         }
         // The newest job wins a group id the table holds twice (an old
         // terminal job's group, its number reused).
@@ -87,11 +107,19 @@ impl Shared {
             }
         }
         let me = rustix::process::getpid().as_raw_nonzero().get();
-        found
+        let (own, others): (Vec<_>, Vec<_>) = found
             .into_iter()
-            .filter(|s| s.holders.iter().all(|h| h.pid != me))
-            .map(|s| attribute(&s, &groups, &sessions))
-            .collect()
+            .partition(|s| s.holders.iter().any(|h| h.pid == me));
+        let mut own: Vec<u16> = own.iter().map(|s| s.addr.port()).collect();
+        own.sort_unstable();
+        own.dedup();
+        ProxyLook {
+            ports: others
+                .iter()
+                .map(|s| attribute(s, &groups, &sessions))
+                .collect(),
+            own,
+        }
     }
 }
 

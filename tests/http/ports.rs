@@ -348,6 +348,152 @@ fn a_port_nothing_listens_on_is_502_and_the_servers_own_is_not_proxied(t: Target
     assert_eq!(r.status, 404, "{r:?}");
 }
 
+fn a_job_on_another_loopback_address_of_the_servers_own_port_is_listed_but_never_proxied(
+    t: Target,
+) {
+    let Some((mut s, python)) = server(t) else {
+        return;
+    };
+    // 127.0.0.2:<the MCP listener's port>: another socket than the
+    // server's 127.0.0.1 one, so the bind succeeds.
+    let own = s.port;
+    let (_id, line) = upstream(&mut s, python, &format!("at {own} 127.0.0.2"));
+    assert_eq!(listening(&line), own);
+    let listed = ports(&s);
+    assert!(
+        listed
+            .iter()
+            .any(|p| p["port"] == json!(own) && p["addr"] == json!("127.0.0.2")),
+        "GET /ports lists the job's socket: {listed:?}"
+    );
+    let r = http(
+        s.port,
+        "GET",
+        &format!("/ports/{own}/health"),
+        &[("Authorization", AUTH)],
+        "",
+    );
+    assert_eq!(r.status, 502, "{r:?}");
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("one of this server's own listeners"),
+        "{r:?}"
+    );
+}
+
+/// What a job inside the namespace got from `GET <url>` with the token:
+/// its status and body.
+fn fetched_inside(s: &mut crate::support::Server, python: &str, url: &str) -> (u16, String) {
+    let script = format!(
+        "import sys, urllib.request, urllib.error\n\
+         r = urllib.request.Request({url:?}, headers={{'Authorization': {AUTH:?}}})\n\
+         try:\n    a = urllib.request.urlopen(r, timeout=20); code, body = a.status, a.read()\n\
+         except urllib.error.HTTPError as e:\n    code, body = e.code, e.read()\n\
+         print(code); print(body.decode())\n"
+    );
+    let r = s.call(
+        "execute",
+        json!({"argv": [python, "-c", script], "timeout": 30}),
+    );
+    let out = r["stdout"]["data"].as_str().unwrap_or_default().to_owned();
+    let (code, body) = out.split_once('\n').unwrap_or((&out, ""));
+    (
+        code.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{url}: no status in {r}")),
+        body.to_owned(),
+    )
+}
+
+/// The proxy dials loopback only. The server runs in a network namespace
+/// of its own, made here: a veth pair with 192.0.2.1 on one end (an
+/// address of the namespace's own), and no route out of it, so even a
+/// proxy that did dial could send nothing beyond it. A job's listener on
+/// 192.0.2.1, and another on an address no interface has (`IP_FREEBIND`),
+/// are listed and never dialled; a loopback one is proxied (the
+/// namespace's proxy works).
+#[test]
+fn in_a_network_namespace_a_listener_on_an_address_that_is_not_loopback_is_never_dialled() {
+    let Some(python) = python() else {
+        return;
+    };
+    let netns = std::process::Command::new("unshare")
+        .args([
+            "--net", "--", "ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let available = match netns {
+        Ok(st) if st.success() => Ok(()),
+        other => Err(format!(
+            "unshare --net with ip link add … veth (root, iproute2): {other:?}"
+        )),
+    };
+    if !crate::support::require(available, "a network namespace of the test's own") {
+        return;
+    }
+    let mut command = Command::new("unshare");
+    command
+        .args(["--net", "--", "sh", "-c"])
+        .arg(
+            "set -e; ip link set lo up; ip link add v0 type veth peer name v1; \
+             ip addr add 192.0.2.1/24 dev v0; ip link set v0 up; ip link set v1 up; \
+             exec \"$0\" \"$@\"",
+        )
+        .arg(crate::support::binary())
+        .args(["--http", "127.0.0.1:8080"])
+        .env("MCP_EXEC_HTTP_TOKEN", TOKEN);
+    let mut s = crate::support::Server::spawn_command(Target::Bare, command);
+    s.initialize(LATEST);
+    let spawn = |s: &mut crate::support::Server, args: &str| {
+        let id = s.spawn_job(&format!("exec {python} {UPSTREAM} {args}"));
+        let w = s.call(
+            "wait",
+            json!({"job_ids": [id], "timeout": TIMEOUT.as_secs(), "until": {"pattern": "\n"}}),
+        );
+        assert!(
+            w[0].get("matched").is_some(),
+            "{args}: printed no line: {w}"
+        );
+        let out = s.call("output", json!({"job_id": id, "stdout": "all"}));
+        listening(out["stdout"]["data"].as_str().unwrap().trim())
+    };
+    let control = spawn(&mut s, "http");
+    spawn(&mut s, "at 8081 192.0.2.1");
+    spawn(&mut s, "at 8082 198.51.100.7 freebind");
+
+    let (code, body) = fetched_inside(&mut s, python, "http://127.0.0.1:8080/ports");
+    assert_eq!(code, 200, "{body}");
+    for addr in ["\"192.0.2.1\"", "\"198.51.100.7\""] {
+        assert!(body.contains(addr), "GET /ports lists {addr}: {body}");
+    }
+    let (code, body) = fetched_inside(
+        &mut s,
+        python,
+        &format!("http://127.0.0.1:8080/ports/{control}/echo"),
+    );
+    assert_eq!(code, 200, "a loopback listener is proxied: {body}");
+    assert!(
+        body.contains("\"path\": \"/echo\"") || body.contains("\"path\":\"/echo\""),
+        "{body}"
+    );
+    for (port, addr) in [(8081, "192.0.2.1"), (8082, "198.51.100.7")] {
+        let (code, body) = fetched_inside(
+            &mut s,
+            python,
+            &format!("http://127.0.0.1:8080/ports/{port}/"),
+        );
+        assert_eq!(code, 502, "{port}: {body}");
+        assert!(
+            body.contains(&format!("listens on {addr} only")) && body.contains("loopback only"),
+            "{port}: {body}"
+        );
+    }
+}
+
 macro_rules! ports_targets {
     ($($name:ident),* $(,)?) => {
         mod bare { $( #[test] fn $name() { if crate::support::Target::Bare.available() { super::$name(crate::support::Target::Bare) } } )* }
@@ -362,4 +508,5 @@ ports_targets!(
     the_proxy_streams_an_answer_before_the_target_has_finished_it,
     a_websocket_through_the_proxy_echoes_both_ways,
     a_port_nothing_listens_on_is_502_and_the_servers_own_is_not_proxied,
+    a_job_on_another_loopback_address_of_the_servers_own_port_is_listed_but_never_proxied,
 );

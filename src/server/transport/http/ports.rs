@@ -8,9 +8,13 @@
 //!   the listener on port `n` as `/<path>?<query>`, and its answer back,
 //!   both bodies streamed, never collected. Only a port `GET /ports` lists
 //!   (any listener in the container, a job's or not; never this server's
-//!   own) is reached; `502` otherwise, saying so. The target is the listener's own
-//!   loopback: `127.0.0.1` for a `0.0.0.0`/`127.x` bind, `[::1]` for a
-//!   `[::]`/`[::1]` one, else the address it is bound to.
+//!   own) is reached; `502` otherwise, saying so. The proxy dials loopback
+//!   only: `127.0.0.1` for a `0.0.0.0` bind, the bound address for a
+//!   `127.x` one, `[::1]` for a `[::]`/`[::1]` one; a listener bound to
+//!   any other address only is `502`, never dialled (a job's socket may
+//!   name an address no interface has: `IP_FREEBIND`). A port this server
+//!   listens on, on any address, is never reached (`502`): a job's
+//!   `127.0.0.2:<that port>` must not lead to the server's own listener.
 //!
 //! # What is forwarded
 //! The request's headers but the hop-by-hop ones (RFC 9110 §7.6.1:
@@ -45,7 +49,7 @@ use serde::Serialize;
 use tokio::net::TcpStream;
 
 use super::state::HttpState;
-use crate::jobs::Port;
+use crate::jobs::{Port, ProxyLook};
 use crate::net::body::Body;
 use crate::net::reply::{HttpReply, json, status};
 
@@ -63,6 +67,14 @@ struct Ports {
 async fn look(state: &Arc<HttpState>) -> Vec<Port> {
     let app = Arc::clone(&state.app);
     tokio::task::spawn_blocking(move || app.jobs.ports())
+        .await
+        .unwrap_or_default()
+}
+
+/// [`look`], with this server's own ports, for the proxy.
+async fn proxy_look(state: &Arc<HttpState>) -> ProxyLook {
+    let app = Arc::clone(&state.app);
+    tokio::task::spawn_blocking(move || app.jobs.proxy_look())
         .await
         .unwrap_or_default()
 }
@@ -92,25 +104,60 @@ pub(super) fn proxy_path(path: &str) -> Option<Result<(u16, &str), ()>> {
     )
 }
 
-/// Where to connect for port `port`, among the listening sockets `ports`.
-fn target(ports: &[Port], port: u16) -> Option<SocketAddr> {
-    let mut v6 = None;
-    let mut other = None;
-    for p in ports.iter().filter(|p| p.port == port) {
+/// Why the proxy does not connect for a port.
+#[derive(Debug, PartialEq, Eq)]
+enum NoTarget {
+    /// Nothing listed listens on it.
+    Nothing,
+    /// This server listens on it (on some address): whatever else does, a
+    /// request is never sent to the server's own listeners through here.
+    Own,
+    /// Only on addresses that are not loopback (the first is named): the
+    /// proxy dials loopback only, never an address a job merely names.
+    NotLoopback(IpAddr),
+}
+
+/// Where to connect for port `port`, given one look (`GET /ports`'s list
+/// and this server's own ports). Loopback only: a wildcard bind
+/// (`0.0.0.0`, `::`) is dialled on `127.0.0.1` or `[::1]`, a loopback bind
+/// on its own address (`127.0.0.2` stays `127.0.0.2`, so the dial reaches
+/// that listener and no other), IPv4 first; a bind to any other address is
+/// never dialled, so no request leaves the container, whatever address a
+/// job's socket names (`IP_FREEBIND` binds addresses no interface has).
+fn target(look: &ProxyLook, port: u16) -> Result<SocketAddr, NoTarget> {
+    if look.own.contains(&port) {
+        return Err(NoTarget::Own);
+    }
+    let mut best: Option<(u8, SocketAddr)> = None;
+    let mut outside = None;
+    for p in look.ports.iter().filter(|p| p.port == port) {
         let Ok(ip) = p.addr.parse::<IpAddr>() else {
             continue;
         };
-        match ip {
-            IpAddr::V4(v4) if v4.is_unspecified() || v4.is_loopback() => {
-                return Some(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port));
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        let (rank, dial) = match ip {
+            IpAddr::V4(v4) if v4.is_unspecified() => (0, Ipv4Addr::LOCALHOST.into()),
+            IpAddr::V4(v4) if v4.is_loopback() => (1, ip),
+            IpAddr::V6(v6) if v6.is_unspecified() || v6.is_loopback() => {
+                (2, Ipv6Addr::LOCALHOST.into())
             }
-            IpAddr::V6(v6ip) if v6ip.is_unspecified() || v6ip.is_loopback() => {
-                v6 = Some(SocketAddr::new(Ipv6Addr::LOCALHOST.into(), port));
+            other => {
+                outside = outside.or(Some(other));
+                continue;
             }
-            ip => other = other.or(Some(SocketAddr::new(ip, port))),
+        };
+        if best.is_none_or(|(r, _)| rank < r) {
+            best = Some((rank, SocketAddr::new(dial, port)));
         }
     }
-    v6.or(other)
+    match (best, outside) {
+        (Some((_, addr)), _) => Ok(addr),
+        (None, Some(ip)) => Err(NoTarget::NotLoopback(ip)),
+        (None, None) => Err(NoTarget::Nothing),
+    }
 }
 
 /// The headers that concern one connection only (RFC 9110 §7.6.1), plus
@@ -161,14 +208,36 @@ pub(super) async fn proxy(
     port: u16,
     tail: &str,
 ) -> HttpReply {
-    let Some(addr) = target(&look(state).await, port) else {
-        return status(
-            StatusCode::BAD_GATEWAY,
-            &format!(
-                "nothing in the container listens on port {port} (GET /ports lists what does; \
-                 this server's own listeners are not proxied)"
-            ),
-        );
+    let addr = match target(&proxy_look(state).await, port) {
+        Ok(addr) => addr,
+        Err(NoTarget::Nothing) => {
+            return status(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "nothing in the container listens on port {port} (GET /ports lists what \
+                     does; this server's own listeners are not proxied)"
+                ),
+            );
+        }
+        Err(NoTarget::Own) => {
+            return status(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "port {port} is one of this server's own listeners: nothing listens on it \
+                     that the proxy reaches (this server's own listeners are not proxied, on \
+                     any address)"
+                ),
+            );
+        }
+        Err(NoTarget::NotLoopback(ip)) => {
+            return status(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "port {port} listens on {ip} only: nothing listens on it on loopback, and \
+                     the proxy dials loopback only (bind 0.0.0.0 or 127.0.0.1 to preview it)"
+                ),
+            );
+        }
     };
     let path = if tail.is_empty() { "/" } else { tail };
     let path_and_query = match req.uri().query() {
@@ -303,23 +372,68 @@ mod tests {
         assert_eq!(proxy_path("/portsx"), None);
     }
 
+    fn look(ports: Vec<Port>, own: &[u16]) -> ProxyLook {
+        ProxyLook {
+            ports,
+            own: own.to_vec(),
+        }
+    }
+
     #[test]
-    fn the_target_is_the_listeners_own_loopback_or_its_bound_address() {
-        let v4 = SocketAddr::from(([127, 0, 0, 1], 80));
-        assert_eq!(target(&[port("0.0.0.0", 80)], 80), Some(v4));
+    fn the_target_is_loopback_only_and_a_loopback_bind_keeps_its_own_address() {
+        let at = |ip: [u8; 4]| Ok(SocketAddr::from((ip, 80)));
         assert_eq!(
-            target(&[port("::", 80), port("127.0.0.1", 80)], 80),
-            Some(v4)
+            target(&look(vec![port("0.0.0.0", 80)], &[]), 80),
+            at([127, 0, 0, 1])
         );
         assert_eq!(
-            target(&[port("::", 80)], 80),
-            Some(SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 80))
+            target(&look(vec![port("::", 80), port("127.0.0.1", 80)], &[]), 80),
+            at([127, 0, 0, 1])
         );
         assert_eq!(
-            target(&[port("10.1.2.3", 80)], 80),
-            Some(SocketAddr::from(([10, 1, 2, 3], 80)))
+            target(&look(vec![port("::", 80)], &[]), 80),
+            Ok(SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 80))
         );
-        assert_eq!(target(&[port("0.0.0.0", 81)], 80), None);
+        // 127.0.0.2 is dialled as 127.0.0.2: 127.0.0.1's listener on the
+        // same port is another socket.
+        assert_eq!(
+            target(&look(vec![port("127.0.0.2", 80)], &[]), 80),
+            at([127, 0, 0, 2])
+        );
+        assert_eq!(
+            target(&look(vec![port("::ffff:127.0.0.3", 80)], &[]), 80),
+            at([127, 0, 0, 3])
+        );
+        assert_eq!(
+            target(&look(vec![port("0.0.0.0", 81)], &[]), 80),
+            Err(NoTarget::Nothing)
+        );
+    }
+
+    #[test]
+    fn an_address_that_is_not_loopback_is_never_dialled() {
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(
+            target(&look(vec![port("192.0.2.1", 80)], &[]), 80),
+            Err(NoTarget::NotLoopback(ip))
+        );
+        assert_eq!(
+            target(
+                &look(vec![port("192.0.2.1", 80), port("127.0.0.1", 80)], &[]),
+                80
+            ),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 80)))
+        );
+        assert!(matches!(
+            target(&look(vec![port("2001:db8::1", 80)], &[]), 80),
+            Err(NoTarget::NotLoopback(_))
+        ));
+    }
+
+    #[test]
+    fn a_port_this_server_listens_on_is_never_a_target_whatever_else_listens_on_it() {
+        let listed = vec![port("127.0.0.2", 80), port("0.0.0.0", 80)];
+        assert_eq!(target(&look(listed, &[80]), 80), Err(NoTarget::Own));
     }
 
     #[test]
