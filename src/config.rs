@@ -49,6 +49,10 @@ pub struct Config {
     pub task_ttl: Duration,
     /// `MCP_EXEC_MAX_TASKS`: live MCP Tasks at once (SPEC §19).
     pub max_tasks: usize,
+    /// `MCP_EXEC_MAX_WATCHES`: file watches open at once, every listener's
+    /// together; `None`: a quarter of `fs.inotify.max_user_instances`
+    /// (`files::watch::instance_budget`).
+    pub max_watches: Option<usize>,
     /// `MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT`: largest per-job `max_output_bytes`.
     pub max_output_bytes_limit: usize,
     /// `MCP_EXEC_BREAKER_FAILURES`: consecutive resource failures that open
@@ -248,6 +252,7 @@ impl Default for Config {
             max_queued: 1000,
             task_ttl: Duration::from_secs(3600),
             max_tasks: 1024,
+            max_watches: None,
             max_output_bytes_limit: 64 << 20,
             breaker_failures: 20,
             breaker_cooldown: Duration::from_secs(10),
@@ -284,7 +289,7 @@ impl Default for Config {
 }
 
 /// The table printed by `--help`: name, default, meaning.
-pub const VARIABLES: [(&str, &str, &str); 42] = [
+pub const VARIABLES: [(&str, &str, &str); 43] = [
     (
         "MCP_EXEC_DEFAULT_TIMEOUT",
         "30",
@@ -357,6 +362,11 @@ pub const VARIABLES: [(&str, &str, &str); 42] = [
         "seconds an MCP Task and its job are kept: the default and the maximum TTL",
     ),
     ("MCP_EXEC_MAX_TASKS", "1024", "live MCP Tasks at once"),
+    (
+        "MCP_EXEC_MAX_WATCHES",
+        "a quarter of fs.inotify.max_user_instances",
+        "file watches open at once, every listener's together (?watch streams, envd watchers and WatchDir streams)",
+    ),
     (
         "MCP_EXEC_MAX_OUTPUT_BYTES_LIMIT",
         "67108864",
@@ -563,6 +573,15 @@ impl Config {
         let mut failures = usize::try_from(c.breaker_failures).unwrap_or(usize::MAX);
         count("MCP_EXEC_BREAKER_FAILURES", &mut failures, 0);
         c.breaker_failures = u32::try_from(failures).unwrap_or(u32::MAX);
+        if let Some(raw) = get("MCP_EXEC_MAX_WATCHES") {
+            match raw.trim().parse::<usize>() {
+                Ok(v) if v >= 1 => c.max_watches = Some(v),
+                _ => warnings.push(format!(
+                    "MCP_EXEC_MAX_WATCHES={raw:?} is not a whole number of at least 1; using the \
+                     default (a quarter of fs.inotify.max_user_instances)"
+                )),
+            }
+        }
         let mut optional = |name: &str, slot: &mut Option<Duration>| {
             let mut d = slot.unwrap_or(Duration::ZERO);
             if let Some(raw) = get(name) {

@@ -105,6 +105,9 @@ pub fn main() {
             config.max_running
         ));
     }
+    if let Some(n) = config.max_watches {
+        files::watch::set_instance_budget(n);
+    }
     let (_log_guard, log_warning) = logging::init(&config);
     for w in boot.warnings.iter().chain(&warnings).chain(&log_warning) {
         tracing::warn!("{w}");

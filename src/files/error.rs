@@ -55,6 +55,9 @@ pub enum Kind {
     TooLarge,
     /// No space left on the device (`ENOSPC`, `EDQUOT`): 507.
     NoSpace,
+    /// A budget of the whole server is spent (its share of inotify
+    /// instances): 503, try again once one is given back.
+    Exhausted,
     /// Any other I/O error: 500.
     Io,
 }
@@ -143,6 +146,7 @@ impl FileError {
             Kind::TooLarge => 413,
             Kind::Mismatch => 422,
             Kind::NoSpace => 507,
+            Kind::Exhausted => 503,
             Kind::Io => 500,
         }
     }

@@ -228,6 +228,8 @@ pub struct Watch {
     /// Set when the watch has ended on its own; `next` gives `None` once
     /// the queue is empty.
     ended: Option<String>,
+    /// Its place in the server's budget of inotify instances.
+    _instance: Instance,
 }
 
 impl std::fmt::Debug for Watch {
@@ -257,6 +259,74 @@ fn not_a_dir(path: &Path) -> FileError {
     )
 }
 
+/// The inotify instances this server's watches may hold at once (every
+/// `?watch` stream, envd watcher and `WatchDir` stream together):
+/// `MCP_EXEC_MAX_WATCHES` ([`set_instance_budget`] at start-up), else a
+/// quarter of `fs.inotify.max_user_instances`, at least one. The kernel
+/// counts instances per user, and the jobs of the server's user draw on
+/// the same count, so most of it is left to them (a job's own
+/// `inotify_init1` must not fail because watches took everything: 32 of
+/// the default 128 here, 96 left). Read once; 128 when it cannot be read.
+pub fn instance_budget() -> usize {
+    *BUDGET.get_or_init(|| {
+        let max = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+            .ok()
+            .and_then(|t| t.trim().parse::<usize>().ok())
+            .unwrap_or(128);
+        share_of_instances(max)
+    })
+}
+
+static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Sets [`instance_budget`] (`MCP_EXEC_MAX_WATCHES`), before the first
+/// watch; a later call changes nothing.
+pub fn set_instance_budget(n: usize) {
+    let _ = BUDGET.set(n.max(1));
+}
+
+/// The server's share of `max` inotify instances (see [`instance_budget`]).
+fn share_of_instances(max: usize) -> usize {
+    (max / 4).max(1)
+}
+
+/// Watches open now, against [`instance_budget`].
+static INSTANCES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One inotify instance of the budget, given back when dropped.
+#[derive(Debug)]
+struct Instance;
+
+impl Instance {
+    /// Takes one, or says that the budget is spent (`503`).
+    fn take(path: &Path) -> Result<Instance, FileError> {
+        use std::sync::atomic::Ordering;
+        let budget = instance_budget();
+        INSTANCES
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < budget).then_some(n + 1)
+            })
+            .map(|_| Instance)
+            .map_err(|_| {
+                FileError::new(
+                    ErrorKind::Exhausted,
+                    format!(
+                        "watching {path:?}: {budget} watches are open, this server's share of \
+                         fs.inotify.max_user_instances (MCP_EXEC_MAX_WATCHES; by default a \
+                         quarter, the rest is left to jobs): end one (a ?watch stream, an envd \
+                         watcher or WatchDir stream) first"
+                    ),
+                )
+            })
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        INSTANCES.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 impl Watch {
     /// Watches the directory at `path` (absolute, normalised), resolved
     /// under `policy` (see [`Watch::new`]).
@@ -273,7 +343,8 @@ impl Watch {
     /// `409`), and every directory beneath it when `recursive`. Blocks
     /// while it walks the tree; needs a tokio runtime. Errors: not found,
     /// not a directory, more directories than [`Limits::max_dirs`] or the
-    /// kernel allows (`413`), no inotify instance left, no `/proc`.
+    /// kernel allows (`413`), the server's [`instance_budget`] spent
+    /// (`503`), no inotify instance left, no `/proc`.
     pub fn new(place: &Place, recursive: bool, limits: Limits) -> Result<Watch, FileError> {
         let path = &place.path;
         let root_fd = rustix::fs::openat(&place.dir, &place.name, DIR_FLAGS, Mode::empty())
@@ -286,6 +357,7 @@ impl Watch {
             .dir
             .try_clone()
             .map_err(|e| FileError::io(&e, "watching", path))?;
+        let instance = Instance::take(path)?;
         let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).map_err(|e| {
             match e {
                 Errno::MFILE => FileError::new(
@@ -314,6 +386,7 @@ impl Watch {
             moved: None,
             buf: vec![0; READ_BUF],
             ended: None,
+            _instance: instance,
         };
         match watch.add(&root_fd, path.clone()) {
             Ok(Some(wd)) => watch.root_wd = wd,
@@ -790,6 +863,14 @@ fn parse(bytes: &[u8]) -> Vec<Raw> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_servers_share_of_inotify_instances_is_a_quarter_and_at_least_one() {
+        assert_eq!(share_of_instances(128), 32);
+        assert_eq!(share_of_instances(8192), 2048);
+        assert_eq!(share_of_instances(3), 1);
+        assert_eq!(share_of_instances(0), 1);
+    }
+
     use super::*;
     use std::time::Duration;
 

@@ -379,6 +379,80 @@ fn at_most_16_watch_streams_are_open_at_once_and_a_closed_one_frees_its_slot(t: 
     open[0].until("create", &f);
 }
 
+/// envd's `CreateWatcher` of `dir`: (HTTP status, answer).
+fn envd_watcher(envd: u16, dir: &str) -> (u16, Value) {
+    let r = crate::support::http::request(
+        envd,
+        "POST",
+        "/filesystem.Filesystem/CreateWatcher",
+        &[("Content-Type", "application/json")],
+        &json!({"path": dir, "recursive": false}).to_string(),
+        TIMEOUT,
+    )
+    .unwrap();
+    (r.status, r.json())
+}
+
+fn every_watch_of_every_listener_draws_on_one_inotify_budget_and_jobs_keep_the_rest(t: Target) {
+    let mut s = Both::start(
+        t,
+        &[("MCP_EXEC_MAX_WATCHES", "3")],
+        &["--envd", "127.0.0.1:0"],
+    );
+    let envd = crate::http::bound_port(&s.stdio, "envd");
+    let dir = fresh_dir("watch-budget");
+    let url = format!("/files{}?watch", dir.0);
+    let first = Stream::open(s.port, &url, &[]);
+    let mut ids = Vec::new();
+    for n in 1..3 {
+        let (code, r) = envd_watcher(envd, &dir.0);
+        assert_eq!(code, 200, "watch {n} of 3: {r}");
+        ids.push(r["watcherId"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(inotify_fds(&s), 3);
+    // Spent, on both listeners: refused, naming the budget.
+    let spent = "3 watches are open, this server's share of fs.inotify.max_user_instances";
+    let (code, r) = envd_watcher(envd, &dir.0);
+    assert_eq!(r["code"], json!("resource_exhausted"), "{code} {r}");
+    assert!(r["message"].as_str().unwrap().contains(spent), "{r}");
+    let (code, body) = refused(s.port, &url, &[]);
+    assert_eq!(code, 503, "{body}");
+    assert!(body["error"].as_str().unwrap().contains(spent), "{body}");
+    // A job still gets an inotify instance of its own.
+    let r = s.stdio.call(
+        "execute",
+        json!({"command":
+            "python3 -c 'import ctypes; print(ctypes.CDLL(None).inotify_init1(0))'"}),
+    );
+    let fd: i64 = r["stdout"]["data"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(fd >= 0, "a job's inotify_init1 failed: {r}");
+    // One given back, on either listener, is one to take on the other.
+    drop(first);
+    let freed = wait_for(Duration::from_secs(10), || inotify_fds(&s) == 2);
+    assert!(freed, "the closed stream's watch is still open");
+    let (code, r) = envd_watcher(envd, &dir.0);
+    assert_eq!(code, 200, "{r}");
+    let removed = crate::support::http::request(
+        envd,
+        "POST",
+        "/filesystem.Filesystem/RemoveWatcher",
+        &[("Content-Type", "application/json")],
+        &json!({"watcherId": ids.pop().unwrap()}).to_string(),
+        TIMEOUT,
+    )
+    .unwrap();
+    assert_eq!(removed.status, 200, "{removed:?}");
+    let mut again = Stream::open(s.port, &url, &[]);
+    let f = format!("{}/f", dir.0);
+    std::fs::write(&f, "").unwrap();
+    again.until("create", &f);
+}
+
 macro_rules! watch_targets {
     ($($name:ident),* $(,)?) => {
         mod bare { $( #[test] fn $name() { if crate::support::Target::Bare.available() { super::$name(crate::support::Target::Bare) } } )* }
@@ -394,4 +468,5 @@ watch_targets!(
     a_watch_needs_the_token_an_existing_directory_and_the_policy,
     a_client_that_goes_away_ends_its_watch_and_leaves_no_inotify_descriptor,
     at_most_16_watch_streams_are_open_at_once_and_a_closed_one_frees_its_slot,
+    every_watch_of_every_listener_draws_on_one_inotify_budget_and_jobs_keep_the_rest,
 );

@@ -88,7 +88,7 @@ impl From<FileError> for RpcError {
             | Kind::CrossDevice
             | Kind::Busy
             | Kind::TooDeep => "failed_precondition",
-            Kind::TooLarge | Kind::NoSpace => "resource_exhausted",
+            Kind::TooLarge | Kind::NoSpace | Kind::Exhausted => "resource_exhausted",
             Kind::Mismatch => "data_loss",
             Kind::Io => "internal",
         };

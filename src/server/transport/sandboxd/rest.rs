@@ -232,6 +232,7 @@ fn file_failure(e: &FileError) -> HttpReply {
         | Kind::CrossDevice
         | Kind::Busy
         | Kind::TooDeep => StatusCode::CONFLICT,
+        Kind::Exhausted => StatusCode::SERVICE_UNAVAILABLE,
         Kind::Mismatch | Kind::NoSpace | Kind::Io => StatusCode::INTERNAL_SERVER_ERROR,
     };
     failure(status, &e.message)
