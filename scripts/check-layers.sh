@@ -20,6 +20,9 @@
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
 #
+# 7. A signal death becomes an exit code (128 + N) in one place:
+#    `jobs::result::signal_exit_code`.
+#
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
 set -uo pipefail
@@ -60,6 +63,15 @@ for dir in src/*/; do
     check "only the floor binds or accepts (src/net/accept.rs)" \
         "$dir" '\bTcpListener::bind\b|\.accept\(\)\.await|socket\.accept\(\)'
 done
+
+# Code lines (not comments) that add to 128, outside the one function.
+hits=$(grep -rnE --include='*.rs' '^\s*[^/ ].*\b128 *\+ *[a-z_(]' src | grep -v '^src/jobs/result\.rs:')
+if [[ -n $hits ]]; then
+    while IFS= read -r line; do
+        echo "check-layers: a signal's exit code is jobs::result::signal_exit_code (one 128 + N): $line" >&2
+    done <<<"$hits"
+    status=1
+fi
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

@@ -407,7 +407,7 @@ pub(super) fn end_event(phase: &JobPhase) -> EndEvent {
         JobPhase::Signaled(signal) => {
             let status = format!("signal: {}", go_signal_name(*signal));
             EndEvent {
-                exit_code: 128 + signal.as_raw(),
+                exit_code: crate::jobs::result::signal_exit_code(signal.as_raw()),
                 exited: false,
                 error: Some(status.clone()),
                 status,

@@ -381,7 +381,7 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
                 .and_then(init::Signal::name)
                 .map_or_else(|| n.to_string(), |s| format!("SIG{s}"));
             reply.meta("x-mcp-exec-signal", name);
-            128 + n
+            crate::jobs::result::signal_exit_code(n)
         }
         None => r.status.exit_code.unwrap_or(-1),
     };
