@@ -22,6 +22,9 @@
 #
 # 7. A signal death becomes an exit code (128 + N) in one place:
 #    `jobs::result::signal_exit_code`.
+# 8. A started job's initial stdin is written by `jobs` (`Jobs::launch`):
+#    no front-end takes it out of `Launched::Started` to write it itself
+#    (`execute` alone asks for it, with `launch_leaving_stdin`).
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -72,6 +75,8 @@ if [[ -n $hits ]]; then
     done <<<"$hits"
     status=1
 fi
+check "jobs writes a started job's stdin (Jobs::launch); front-ends do not take it from Launched::Started" \
+    src/server 'Launched::Started *\{[^}]*\bstdin\b|launch_leaving_stdin'
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

@@ -8,7 +8,8 @@
 //!
 //! | verb | what | module |
 //! |---|---|---|
-//! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
+//! | [`Jobs::launch`], [`Jobs::launch_leaving_stdin`] | cwd policy, shell session, queue, breaker, spawn, the initial stdin; typed [`LaunchError`] | [`launch`] |
+//! | [`result::signal_exit_code`] | a signal death as an exit code (128 + N), the one place | [`result`] |
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
 //! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`], [`Jobs::find`] | look, never remove | here |
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |

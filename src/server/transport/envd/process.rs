@@ -188,19 +188,9 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
     launch.stdin = None;
     launch.close_stdin = close;
     launch.owner = Owner::Stream;
+    // `jobs` closes stdin (when asked) once the job runs.
     let id = match app.jobs.launch(launch) {
-        Ok(Launched::Started { id, .. }) => {
-            if close {
-                let app = Arc::clone(app);
-                tokio::spawn(async move {
-                    if let Err(e) = app.jobs.write_stdin(id, &[], true).await {
-                        tracing::debug!(job = %id, error = %e, "envd Start: closing stdin");
-                    }
-                });
-            }
-            id
-        }
-        Ok(Launched::Queued { id }) => id,
+        Ok(Launched::Started { id, .. } | Launched::Queued { id }) => id,
         Ok(Launched::Ended(job)) => {
             return Envelopes::failed(&not_started(&job.phase()));
         }

@@ -96,9 +96,9 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     launch.close_stdin = true;
     launch.owner = Owner::Stream;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    let (id, stdin) = match app.jobs.launch(launch) {
-        Ok(Launched::Started { id, stdin, .. }) => (id, Some(stdin.unwrap_or_default())),
-        Ok(Launched::Queued { id }) => (id, None),
+    // `jobs` writes the stdin and closes it, once the job runs.
+    let id = match app.jobs.launch(launch) {
+        Ok(Launched::Started { id, .. } | Launched::Queued { id }) => id,
         Ok(Launched::Ended(job)) => {
             // As `execute`: a terminal start error, delivered at once.
             let _ = tx.try_send(exit_event(&job, &app.view(revision())));
@@ -117,14 +117,6 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     tracing::info!(job = %id, "POST /exec: job submitted");
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        if let Some(data) = stdin {
-            let app = Arc::clone(&state.app);
-            tokio::spawn(async move {
-                if let Err(e) = app.jobs.write_stdin(id, &data, true).await {
-                    tracing::info!(job = %id, error = %e, "POST /exec: writing stdin");
-                }
-            });
-        }
         if frame(&state, id, &tx).await.is_err() {
             // The client went away: nothing else can collect the job.
             if !state.shutdown.is_cancelled() {

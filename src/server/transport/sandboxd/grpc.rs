@@ -291,26 +291,22 @@ fn launch(
     Ok(launch)
 }
 
-/// Launches `launch`; `Ok((id, stdin_to_close))`.
-fn submit(app: &App, launch: crate::jobs::Launch) -> Result<(JobId, bool), Status> {
-    let close = launch.close_stdin;
-    let id = match app.jobs.launch(launch) {
-        Ok(Launched::Started { id, .. }) => return Ok((id, close)),
-        Ok(Launched::Queued { id }) => id,
+/// Launches `launch` (`jobs` closes its stdin when asked, once it runs).
+fn submit(app: &App, launch: crate::jobs::Launch) -> Result<JobId, Status> {
+    match app.jobs.launch(launch) {
+        Ok(Launched::Started { id, .. } | Launched::Queued { id }) => Ok(id),
         Ok(Launched::Ended(job)) => {
             let r = result(&job);
-            return Err(Status::new(
+            Err(Status::new(
                 Code::FailedPrecondition,
                 format!(
                     "the process could not start: {}",
                     r.status.start_error.unwrap_or_default()
                 ),
-            ));
+            ))
         }
-        Err(e) => return Err(launch_error(e)),
-    };
-    // A queued job's stdin is closed by `jobs` when it starts.
-    Ok((id, false))
+        Err(e) => Err(launch_error(e)),
+    }
 }
 
 fn launch_error(e: LaunchError) -> Status {
@@ -424,16 +420,11 @@ async fn execute(
 ) -> Answer {
     let mut l = launch(app, root, req.config, None, deadline)?;
     l.close_stdin = true;
-    let (id, close) = submit(app, l)?;
+    // Nothing to write: stdin is closed at once (EOF, like `< /dev/null`).
+    let id = submit(app, l)?;
     if let Err(e) = process_id(id) {
         app.jobs.teardown(id).await;
         return Err(e);
-    }
-    if close {
-        // Nothing to write: stdin is closed at once (EOF, like `< /dev/null`).
-        if let Err(e) = app.jobs.write_stdin(id, &[], true).await {
-            tracing::debug!(job = %id, error = %e, "sandboxd Execute: closing stdin");
-        }
     }
     let cap = app.config.max_output_bytes;
     let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
@@ -520,7 +511,7 @@ async fn start_rpc(
 ) -> Answer {
     let mut l = launch(app, root, req.config, req.pty, deadline)?;
     l.close_stdin = false;
-    let (id, _) = submit(app, l)?;
+    let id = submit(app, l)?;
     let pid = match process_id(id) {
         Ok(pid) => pid,
         Err(e) => {
