@@ -16,6 +16,7 @@
 //! | [`Jobs::ports`] | listening TCP sockets, attributed to jobs (SPEC §22) | [`ports`] |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet, awaits input or listens on a port | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
+//! | [`Jobs::stream`] | a followed job to one client: events, keep-alives, its deadline, and the client-gone policy ([`ClientGone`]: tear down or retain) | [`stream`] |
 //! | [`Jobs::follow_raw`] | a job's raw stdout, gaps said, and how it ended; never takes the result | [`follow`] |
 //! | [`Jobs::attach_writer`] | the one attached terminal writer, or a takeover | [`attach`] |
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
@@ -36,6 +37,7 @@
 //! - [`runner`]: the per-job task that reads the pipes, records the exit and
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
+//! - [`stream`]: the one loop of a front-end that owns a job's stream.
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
 //! - [`shell_session`]: shell sessions, their lanes, their state and the
 //!   epilogue that reports it (SPEC §17).
@@ -59,6 +61,7 @@ mod shell_session;
 mod signal;
 mod state;
 mod stdin;
+mod stream;
 mod table;
 mod terminal;
 mod wait;
@@ -81,6 +84,7 @@ pub use signal::{Delivery, JobSignalError, Plan, Signalled};
 pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
+pub use stream::{ClientGone, KeepAlive, Streamed, Streaming};
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};
 pub use terminal::{DEFAULT_SIZE, MAX_DIMENSION, SCROLLBACK_LINES, TerminalError, window_size};

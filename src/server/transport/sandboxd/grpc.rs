@@ -38,8 +38,9 @@
 //!   group gets TERM, the grace, KILL, as any deadline does, and the call
 //!   answers `DEADLINE_EXCEEDED`.
 //! - A client that goes away (a reset stream, a closed connection) tears
-//!   its job down: TERM, the grace, KILL to the whole group, then removed —
-//!   nothing else could collect it.
+//!   its job down (`Jobs::stream` with `ClientGone::TearDown`): TERM, the
+//!   grace, KILL to the whole group, then removed — nothing else could
+//!   collect it.
 //! - Output is what every other front-end sees: UTF-8-sanitised (invalid
 //!   bytes become U+FFFD) and redacted (SPEC §12.6); a `Start` client too
 //!   slow for the job's window misses the bytes the window dropped.
@@ -67,8 +68,8 @@ use super::wire::{self, GrpcBody, Reply, Status, pb};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
 use crate::jobs::{
-    Event, Job, JobId, JobSignalError, LaunchError, Launched, Owner, Plan, StdinError, Stream,
-    TerminalError,
+    ClientGone, Event, Job, JobId, JobSignalError, LaunchError, Launched, Owner, Plan, StdinError,
+    Stream, Streamed, Streaming, TerminalError,
 };
 use crate::net::{
     self,
@@ -399,6 +400,18 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
     Ok(code)
 }
 
+/// How sandboxd streams a job: no keep-alives, no deadline of the stream's
+/// own (`grpc-timeout` is the job's), and a client that goes away tears its
+/// job down — even during the shutdown, which ends it anyway.
+fn torn_down_when_gone() -> Streaming<'static> {
+    Streaming {
+        keep_alive: None,
+        deadline: None,
+        on_gone: ClientGone::TearDown,
+        shutdown: None,
+    }
+}
+
 /// What following a job to its end gave.
 enum Followed {
     /// It ended: its result.
@@ -430,39 +443,41 @@ async fn execute(
     let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     let mut kept_raw = [0_u64; 2];
     let followed = {
-        let mut events = app
-            .jobs
-            .follow(id, 0, CHUNK, app.view(revision()))
-            .raw_bytes();
+        let mut stream = app.jobs.stream(
+            id,
+            app.jobs
+                .follow(id, 0, CHUNK, app.view(revision()))
+                .raw_bytes(),
+            reply.gone(),
+            torn_down_when_gone(),
+        );
         loop {
-            tokio::select! {
-                next = events.next() => match next {
-                    None => break Followed::Vanished,
-                    Some(Event::Exit(job)) => break Followed::Exit(job),
-                    Some(Event::Output { stream, slice }) => {
-                        let i = usize::from(stream == Stream::Stderr);
-                        let data = slice.data.as_bytes();
-                        let room = cap.saturating_sub(kept[i].len());
-                        if data.len() <= room {
-                            kept[i].extend_from_slice(data);
-                            kept_raw[i] += slice.bytes;
-                        } else {
-                            // The head of this chunk fits: its raw bytes are
-                            // the data's (up to sanitising and redaction).
-                            kept[i].extend_from_slice(&data[..room]);
-                            kept_raw[i] += slice.bytes.min(room as u64);
-                        }
+            match stream.next().await {
+                Streamed::Ended => break Followed::Vanished,
+                Streamed::Event(Event::Exit(job)) => break Followed::Exit(job),
+                Streamed::Event(Event::Output { stream, slice }) => {
+                    let i = usize::from(stream == Stream::Stderr);
+                    let data = slice.data.as_bytes();
+                    let room = cap.saturating_sub(kept[i].len());
+                    if data.len() <= room {
+                        kept[i].extend_from_slice(data);
+                        kept_raw[i] += slice.bytes;
+                    } else {
+                        // The head of this chunk fits: its raw bytes are
+                        // the data's (up to sanitising and redaction).
+                        kept[i].extend_from_slice(&data[..room]);
+                        kept_raw[i] += slice.bytes.min(room as u64);
                     }
-                    Some(Event::Bytes { stream, data, .. }) => {
-                        let i = usize::from(stream == Stream::Stderr);
-                        let room = cap.saturating_sub(kept[i].len());
-                        let take = data.len().min(room);
-                        kept[i].extend_from_slice(&data[..take]);
-                        kept_raw[i] += take as u64;
-                    }
-                    Some(Event::Queued | Event::Started { .. }) => {}
-                },
-                () = reply.gone() => break Followed::Gone,
+                }
+                Streamed::Event(Event::Bytes { stream, data, .. }) => {
+                    let i = usize::from(stream == Stream::Stderr);
+                    let room = cap.saturating_sub(kept[i].len());
+                    let take = data.len().min(room);
+                    kept[i].extend_from_slice(&data[..take]);
+                    kept_raw[i] += take as u64;
+                }
+                Streamed::Event(Event::Queued | Event::Started { .. }) | Streamed::KeepAlive => {}
+                Streamed::ClientGone | Streamed::Deadline => break Followed::Gone,
             }
         }
     };
@@ -474,11 +489,8 @@ async fn execute(
                 format!("{id} was ended by the server's shutdown"),
             ));
         }
-        Followed::Gone => {
-            tracing::info!(job = %id, "sandboxd Execute: client gone, ending its job");
-            app.jobs.teardown(id).await;
-            return Ok(None);
-        }
+        // Torn down by the stream: nothing else could collect it.
+        Followed::Gone => return Ok(None),
     };
     for (i, (stream, name)) in [
         (Stream::Stdout, "x-mcp-exec-stdout-truncated"),
@@ -523,40 +535,46 @@ async fn start_rpc(
     let init = event(pb::start_response::Event::Init(pb::InitEvent {
         process_id: pid,
     }));
+    let mut stream = app.jobs.stream(
+        id,
+        app.jobs
+            .follow(id, 0, CHUNK, app.view(revision()))
+            .raw_bytes(),
+        reply.gone(),
+        torn_down_when_gone(),
+    );
     let followed = match reply.send(&init).await {
-        Err(wire::Gone) => Followed::Gone,
-        Ok(()) => {
-            let mut events = app
-                .jobs
-                .follow(id, 0, CHUNK, app.view(revision()))
-                .raw_bytes();
-            loop {
-                let next = tokio::select! {
-                    next = events.next() => next,
-                    () = reply.gone() => break Followed::Gone,
-                };
-                let msg = match next {
-                    None => break Followed::Vanished,
-                    Some(Event::Exit(job)) => break Followed::Exit(job),
-                    Some(Event::Output { stream, slice }) => {
-                        let data = slice.data.into_bytes();
-                        event(match stream {
-                            Stream::Stdout => pb::start_response::Event::Stdout(data),
-                            Stream::Stderr => pb::start_response::Event::Stderr(data),
-                        })
-                    }
-                    Some(Event::Bytes { stream, data, .. }) => event(match stream {
+        Err(wire::Gone) => {
+            stream.left().await;
+            Followed::Gone
+        }
+        Ok(()) => loop {
+            let msg = match stream.next().await {
+                Streamed::Ended => break Followed::Vanished,
+                Streamed::Event(Event::Exit(job)) => break Followed::Exit(job),
+                Streamed::Event(Event::Output { stream, slice }) => {
+                    let data = slice.data.into_bytes();
+                    event(match stream {
                         Stream::Stdout => pb::start_response::Event::Stdout(data),
                         Stream::Stderr => pb::start_response::Event::Stderr(data),
-                    }),
-                    Some(Event::Queued | Event::Started { .. }) => continue,
-                };
-                if reply.send(&msg).await.is_err() {
-                    break Followed::Gone;
+                    })
                 }
+                Streamed::Event(Event::Bytes { stream, data, .. }) => event(match stream {
+                    Stream::Stdout => pb::start_response::Event::Stdout(data),
+                    Stream::Stderr => pb::start_response::Event::Stderr(data),
+                }),
+                Streamed::Event(Event::Queued | Event::Started { .. }) | Streamed::KeepAlive => {
+                    continue;
+                }
+                Streamed::ClientGone | Streamed::Deadline => break Followed::Gone,
+            };
+            if reply.send(&msg).await.is_err() {
+                stream.left().await;
+                break Followed::Gone;
             }
-        }
+        },
     };
+    drop(stream);
     match followed {
         Followed::Exit(job) => {
             let exit_code = ended(&job, reply)?;
@@ -569,11 +587,8 @@ async fn start_rpc(
             Code::Unavailable,
             format!("{id} was ended by the server's shutdown"),
         )),
-        Followed::Gone => {
-            tracing::info!(job = %id, "sandboxd Start: client gone, ending its job");
-            app.jobs.teardown(id).await;
-            Ok(None)
-        }
+        // Torn down by the stream: nothing else could collect it.
+        Followed::Gone => Ok(None),
     }
 }
 
