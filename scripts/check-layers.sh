@@ -25,6 +25,17 @@
 #    JSON reader of `execute` (`tools::execute::parse`, `tools::Args`) nor
 #    JSON built for it (`json!`, `serde_json::Map`/`Value`) outside their
 #    tests.
+# 8. A signal death becomes an exit code (128 + N) in one place:
+#    `jobs::result::signal_exit_code`.
+# 9. A started job's initial stdin is written by `jobs` (`Jobs::launch`):
+#    no front-end takes it out of `Launched::Started` to write it itself
+#    (`execute` alone asks for it, with `launch_leaving_stdin`).
+# 10. One stream loop (`Jobs::stream`, src/jobs/stream.rs): `Follow::next`
+#    is private to `jobs` (the one `pub async fn next` in follow.rs is the
+#    observer's `RawFollow`), and the stream front-ends (POST /exec, envd,
+#    sandboxd) run no keep-alive timer and tear no job down themselves.
+# 11. The kernel's socket diagnostics (`NETLINK_SOCK_DIAG`) are written and
+#    read in init/src/sockdiag.rs only (ports and the floor's peer rule).
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -37,7 +48,7 @@ status=0
 # PATTERN (in any file but one named FILE, when given).
 check() {
     local rule=$1 dir=$2 pattern=$3 hits
-    hits=$(grep -rnE --include='*.rs' --exclude="${4:-}" "$pattern" "$dir")
+    hits=$(grep -rnHE --include='*.rs' --exclude="${4:-}" "$pattern" "$dir")
     if [[ -n $hits ]]; then
         while IFS= read -r line; do
             echo "check-layers: $rule: $line" >&2
@@ -90,6 +101,30 @@ for file in $(grep -rlE --include='*.rs' '\bLaunchRequest\b|\.launch\(' src/serv
         done <<<"$hits"
         status=1
     fi
+done
+
+# Code lines (not comments) that add to 128, outside the one function.
+hits=$(grep -rnE --include='*.rs' '^\s*[^/ ].*\b128 *\+ *[a-z_(]' src | grep -v '^src/jobs/result\.rs:')
+if [[ -n $hits ]]; then
+    while IFS= read -r line; do
+        echo "check-layers: a signal's exit code is jobs::result::signal_exit_code (one 128 + N): $line" >&2
+    done <<<"$hits"
+    status=1
+fi
+check "jobs writes a started job's stdin (Jobs::launch); front-ends do not take it from Launched::Started" \
+    src/server 'Launched::Started *\{[^}]*\bstdin\b|launch_leaving_stdin'
+
+if [[ $(grep -c '^\s*pub async fn next' src/jobs/follow.rs) -ne 1 ]]; then
+    echo "check-layers: Follow::next is private to jobs (front-ends call Jobs::stream): src/jobs/follow.rs" >&2
+    status=1
+fi
+for f in src/server/transport/http/exec.rs src/server/transport/envd src/server/transport/sandboxd/grpc.rs; do
+    check "a stream front-end leaves its loop, keep-alives and client-gone policy to Jobs::stream" \
+        "$f" 'tokio::time::interval|\bfn retain\b'
+done
+# (sandboxd's one teardown is of a job whose id does not fit its wire, before any stream.)
+for f in src/server/transport/http/exec.rs src/server/transport/envd; do
+    check "a stream front-end tears no job down itself (ClientGone::TearDown does)" "$f" '\.teardown\('
 done
 
 if [[ $status -eq 0 ]]; then

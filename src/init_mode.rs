@@ -44,7 +44,7 @@ pub fn split_args(args: impl Iterator<Item = OsString>) -> (Vec<String>, Option<
 pub fn exit_code(status: init::ExitStatus) -> i32 {
     match status {
         init::ExitStatus::Exited(code) => code,
-        init::ExitStatus::Signaled(sig) => 128 + sig.as_raw(),
+        init::ExitStatus::Signaled(sig) => crate::jobs::result::signal_exit_code(sig.as_raw()),
     }
 }
 

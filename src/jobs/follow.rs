@@ -1,5 +1,6 @@
 //! `follow`: a job's life as a stream of events (SPEC §11.2, §18), for a
-//! front-end that owns a stream (`POST /exec`; later gRPC and Connect).
+//! front-end that owns a stream (`POST /exec`, sandboxd, envd), through
+//! [`Jobs::stream`].
 //!
 //! [`Follow::next`] gives, in order: [`Event::Queued`] when the job had to
 //! wait for capacity, [`Event::Started`] once it has a process,
@@ -13,8 +14,9 @@
 //! other way (torn down at shutdown: nothing to deliver).
 //!
 //! `next` is cancel-safe: its state changes only in the step that returns
-//! an event, so a front-end may `select!` it against its own keep-alive
-//! timer and its client's disconnection. Output that the job's window
+//! an event, so [`Jobs::stream`] `select!`s it against the keep-alive
+//! timer and the client's disconnection. `next` is private to `jobs`: a
+//! front-end hands its follow to [`Jobs::stream`], the one loop. Output that the job's window
 //! dropped before it was read (a slow client and a small window) is
 //! skipped: the next event's offset shows the gap.
 
@@ -118,7 +120,7 @@ struct Seen {
 
 impl Follow<'_> {
     /// The next event; `None` when there are no more.
-    pub async fn next(&mut self) -> Option<Event> {
+    pub(super) async fn next(&mut self) -> Option<Event> {
         if self.ended {
             return None;
         }

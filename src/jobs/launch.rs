@@ -71,15 +71,18 @@ pub struct Launch {
 /// How a launch went.
 #[derive(Debug)]
 pub enum Launched {
-    /// It runs. `stdin` is the data it asked to have written, still to
-    /// write: the caller writes it with [`Jobs::write_stdin`], so that it
-    /// can report a failed write and cancel a blocked one.
+    /// It runs. Its stdin (the data it asked for, then closed if asked) is
+    /// written by `jobs` in a task of its own, as a queued job's is when it
+    /// starts: `stdin` is `None` and `close_stdin` `false`. Only from
+    /// [`Jobs::launch_leaving_stdin`] are they what is still to write: that
+    /// caller writes it with [`Jobs::write_stdin`], so that it can report a
+    /// failed write and cancel a blocked one.
     Started {
         /// Its id.
         id: JobId,
-        /// Data for its stdin.
+        /// Data for its stdin, left to the caller.
         stdin: Option<Vec<u8>>,
-        /// Close stdin after writing.
+        /// Close stdin after writing, left to the caller.
         close_stdin: bool,
     },
     /// It waits for capacity or for its shell session; its stdin is
@@ -179,8 +182,22 @@ enum StartFailed {
 impl Jobs {
     /// Launches a job: checks its `cwd`, joins its shell session, submits
     /// it (it starts now if there is capacity and nobody waits before it,
-    /// else it joins the queue) and, if it starts now, starts it.
+    /// else it joins the queue) and, if it starts now, starts it and writes
+    /// its stdin (`stdin`, then closed when `close_stdin`) in a task of its
+    /// own — a queued job's is written the same way when it starts.
     pub fn launch(&self, l: Launch) -> Result<Launched, LaunchError> {
+        self.launch_with(l, false)
+    }
+
+    /// [`Jobs::launch`], but a job that starts now leaves its stdin to the
+    /// caller ([`Launched::Started`] carries it), for a front-end that
+    /// reports a failed write or cancels a blocked one (`execute`). A
+    /// queued job's is still written by `jobs` when it starts.
+    pub fn launch_leaving_stdin(&self, l: Launch) -> Result<Launched, LaunchError> {
+        self.launch_with(l, true)
+    }
+
+    fn launch_with(&self, l: Launch, leave_stdin: bool) -> Result<Launched, LaunchError> {
         let shared = &self.shared;
         let cwd = match shared.resolve_cwd(l.cwd.as_deref()) {
             Ok(cwd) => cwd,
@@ -238,6 +255,14 @@ impl Jobs {
         let stdin = pending.stdin.take();
         let close_stdin = pending.close_stdin;
         let failed = match shared.start(id, pending) {
+            Ok(()) if !leave_stdin => {
+                shared.write_initial_stdin(id, stdin, close_stdin);
+                return Ok(Launched::Started {
+                    id,
+                    stdin: None,
+                    close_stdin: false,
+                });
+            }
             Ok(()) => {
                 return Ok(Launched::Started {
                     id,
@@ -295,18 +320,28 @@ impl Shared {
         let mut pending = *pending;
         let data = pending.stdin.take();
         let close = pending.close_stdin;
-        if self.start(id, pending).is_ok() && (data.is_some() || close) {
-            let shared = Arc::clone(self);
-            tokio::spawn(async move {
-                let data = data.unwrap_or_default();
-                // A job that already ended or closed its stdin needs none.
-                if let Err(e @ super::StdinError::Write { .. }) =
-                    shared.write_stdin(id, &data, close).await
-                {
-                    tracing::info!(job = %id, error = %e, "writing a queued job's stdin");
-                }
-            });
+        if self.start(id, pending).is_ok() {
+            self.write_initial_stdin(id, data, close);
         }
+    }
+
+    /// Writes a started job's initial stdin, `data` and then EOF when
+    /// `close`, in a task of its own: a job that does not read its stdin
+    /// blocks only that task, never the launch or the front-end's stream.
+    fn write_initial_stdin(self: &Arc<Self>, id: JobId, data: Option<Vec<u8>>, close: bool) {
+        if data.is_none() && !close {
+            return;
+        }
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            let data = data.unwrap_or_default();
+            // A job that already ended or closed its stdin needs none.
+            if let Err(e @ super::StdinError::Write { .. }) =
+                shared.write_stdin(id, &data, close).await
+            {
+                tracing::info!(job = %id, error = %e, "writing a job's initial stdin");
+            }
+        });
     }
 
     /// Starts an admitted job, step by step; a failed step goes to the one

@@ -8,7 +8,8 @@
 //!
 //! | verb | what | module |
 //! |---|---|---|
-//! | [`Jobs::launch`] | cwd policy, shell session, queue, breaker, spawn; typed [`LaunchError`] | [`launch`] |
+//! | [`Jobs::launch`], [`Jobs::launch_leaving_stdin`] | cwd policy, shell session, queue, breaker, spawn, the initial stdin; typed [`LaunchError`] | [`launch`] |
+//! | [`result::signal_exit_code`] | a signal death as an exit code (128 + N), the one place | [`result`] |
 //! | [`LaunchRequest::validate`] | a front-end's typed request → the [`Launch`] `launch` takes: the job rules, the policy's user and limits, the server's defaults | [`request`] |
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
 //! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`], [`Jobs::find`] | look, never remove | here |
@@ -16,6 +17,7 @@
 //! | [`Jobs::ports`] | listening TCP sockets, attributed to jobs (SPEC §22) | [`ports`] |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet, awaits input or listens on a port | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
+//! | [`Jobs::stream`] | a followed job to one client: events, keep-alives, its deadline, and the client-gone policy ([`ClientGone`]: tear down or retain) | [`stream`] |
 //! | [`Jobs::follow_raw`] | a job's raw stdout, gaps said, and how it ended; never takes the result | [`follow`] |
 //! | [`Jobs::attach_writer`] | the one attached terminal writer, or a takeover | [`attach`] |
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
@@ -38,6 +40,7 @@
 //! - [`runner`]: the per-job task that reads the pipes, records the exit and
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
+//! - [`stream`]: the one loop of a front-end that owns a job's stream.
 //! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
 //! - [`shell_session`]: shell sessions, their lanes, their state and the
 //!   epilogue that reports it (SPEC §17).
@@ -62,6 +65,7 @@ mod shell_session;
 mod signal;
 mod state;
 mod stdin;
+mod stream;
 mod table;
 mod terminal;
 mod wait;
@@ -85,6 +89,7 @@ pub use signal::{Delivery, JobSignalError, Plan, Signalled};
 pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
+pub use stream::{ClientGone, KeepAlive, Streamed, Streaming};
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};
 pub use terminal::{MAX_DIMENSION, SCROLLBACK_LINES, TerminalError, window_size};

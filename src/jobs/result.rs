@@ -225,6 +225,15 @@ impl Status {
     }
 }
 
+/// The exit code a shell reports for a death by signal `signo`: 128 + N.
+///
+/// Our own results say `exit_code: -1` with the signal beside it; a wire
+/// that has only an exit code (sandboxd, envd, PID 1's own exit status)
+/// says it as a shell does, through this one function.
+pub const fn signal_exit_code(signo: i32) -> i32 {
+    128 + signo
+}
+
 /// A status with the Part II fields of a terminal job and the slices asked
 /// for.
 #[derive(Debug, Clone, Serialize)]

@@ -370,7 +370,7 @@ pub(crate) enum Begun {
 /// call (SPEC §19), which launches the job owned by its task.
 pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
     let jobs = &call.app.jobs;
-    let launched = match jobs.launch(launch) {
+    let launched = match jobs.launch_leaving_stdin(launch) {
         Ok(launched) => launched,
         // The breaker's refusal is the job's start error (SPEC §12.7).
         Err(LaunchError::BreakerOpen { ended, .. }) => {

@@ -9,8 +9,9 @@
 //!   limits, queue and breaker are the same. MCP's `list_jobs`, `status`, `output`, `kill` see
 //!   it, its tag as its label. Its envd **pid is the OS pid** of the job's
 //!   process (its process group id), as envd's is.
-//! - **Owner: the stream** (`Owner::Stream`). `Start` and `Connect` follow
-//!   the job (`Jobs::follow`, raw bytes) and whichever stream is attached
+//! - **Owner: the stream** (`Owner::Stream`). `Start` and `Connect` stream
+//!   the job (`Jobs::stream` over `Jobs::follow`, raw bytes; keep-alives
+//!   after the request's interval of quiet) and whichever stream is attached
 //!   when it ends delivers its end event, once. A client that goes away does
 //!   **not** end the job (envd: "the command is not killed"; the SDK's
 //!   `disconnect()` relies on it): the job runs on, its output retained in
@@ -18,7 +19,8 @@
 //!   first held byte, then follows live, then delivers the end — also for
 //!   a job that ended while nobody was attached (envd keeps only the exit,
 //!   30 s). A job that ended detached and that no `Connect` collects within
-//!   [`RETAIN_DETACHED`] is removed.
+//!   [`RETAIN_DETACHED`] is removed: the stream's client-gone policy
+//!   (`ClientGone::Retain`), applied by `jobs`.
 //! - **Signals reach the group.** `SendSignal` is `Jobs::signal` with the
 //!   one signal (`SIGKILL` waits for the group's verified death); envd
 //!   signals only the leader.
@@ -47,8 +49,8 @@ use super::proto::{
     StartEvent, StartRequest, StreamInputEnvelope, UpdateRequest,
 };
 use crate::jobs::{
-    Event, JobId, JobPhase, JobSignalError, LaunchError, LaunchRequest, Launched, Owner, Plan,
-    StdinError, Stream, TerminalError, TerminalSize,
+    ClientGone, Event, JobId, JobPhase, JobSignalError, KeepAlive, LaunchError, LaunchRequest,
+    Launched, Owner, Plan, StdinError, Stream, Streamed, Streaming, TerminalError, TerminalSize,
 };
 use crate::protocol::version::{LATEST, Revision};
 use crate::tools::{ToolError, execute};
@@ -181,6 +183,7 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
     let close = !tty && msg.stdin == Some(false);
     req.close_stdin = close;
     req.owner = Owner::Stream;
+    // `jobs` closes stdin (when asked) once the job runs.
     let launch = match req.validate(&app.config, &app.job_policy) {
         Ok(launch) => launch,
         Err(e) => {
@@ -189,18 +192,7 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
         }
     };
     let id = match app.jobs.launch(launch) {
-        Ok(Launched::Started { id, .. }) => {
-            if close {
-                let app = Arc::clone(app);
-                tokio::spawn(async move {
-                    if let Err(e) = app.jobs.write_stdin(id, &[], true).await {
-                        tracing::debug!(job = %id, error = %e, "envd Start: closing stdin");
-                    }
-                });
-            }
-            id
-        }
-        Ok(Launched::Queued { id }) => id,
+        Ok(Launched::Started { id, .. } | Launched::Queued { id }) => id,
         Ok(Launched::Ended(job)) => {
             return Envelopes::failed(&not_started(&job.phase()));
         }
@@ -239,14 +231,6 @@ fn attach(state: &Arc<EnvdState>, selector: Option<&ProcessSelector>, meta: Meta
     stream(state, id, tty, meta.keepalive, meta.timeout)
 }
 
-/// How a stream ended.
-enum Ended {
-    /// It sent the end (or an error end-stream).
-    Done,
-    /// The client went away, or its deadline passed: the job runs on.
-    Detached,
-}
-
 /// The streaming answer of `Start` and `Connect`: the job's events from the
 /// first byte its window holds, live, to its end.
 fn stream(
@@ -258,15 +242,13 @@ fn stream(
 ) -> Reply {
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let state = Arc::clone(state);
-    tokio::spawn(async move {
-        if let Ended::Detached = frame(&state, id, tty, keepalive, deadline, &tx).await {
-            tracing::info!(job = %id, "envd: stream detached, the job runs on");
-            retain(&state, id);
-        }
-    });
+    tokio::spawn(async move { frame(&state, id, tty, keepalive, deadline, &tx).await });
     Envelopes::reply(rx)
 }
 
+/// Frames the job's stream (`Jobs::stream`) as envelopes. A client that
+/// goes away, or whose deadline passes, detaches: the job runs on, kept
+/// [`RETAIN_DETACHED`] after its end for a `Connect` (`ClientGone::Retain`).
 async fn frame(
     state: &EnvdState,
     id: JobId,
@@ -274,37 +256,39 @@ async fn frame(
     keepalive: Duration,
     deadline: Option<Duration>,
     tx: &mpsc::Sender<Bytes>,
-) -> Ended {
+) {
     let view = state.app.view(revision());
-    let mut events = state.app.jobs.follow(id, 0, MAX_CHUNK, view).raw_bytes();
-    let mut tick = tokio::time::interval(keepalive);
-    tick.reset();
-    let deadline = async {
-        match deadline {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(deadline);
+    let jobs = &state.app.jobs;
+    let mut stream = jobs.stream(
+        id,
+        jobs.follow(id, 0, MAX_CHUNK, view).raw_bytes(),
+        tx.closed(),
+        Streaming {
+            keep_alive: Some(KeepAlive::WhenQuiet(keepalive)),
+            deadline,
+            on_gone: ClientGone::Retain(RETAIN_DETACHED),
+            shutdown: Some(&state.shutdown),
+        },
+    );
     let mut started = false;
     loop {
-        let event = tokio::select! {
-            next = events.next() => next,
-            () = tx.closed() => return Ended::Detached,
-            () = &mut deadline => {
-                let e = Error::new(Code::DeadlineExceeded, "the stream's deadline passed (the process runs on)");
+        let event = match stream.next().await {
+            Streamed::ClientGone => return,
+            Streamed::Deadline => {
+                let e = Error::new(
+                    Code::DeadlineExceeded,
+                    "the stream's deadline passed (the process runs on)",
+                );
                 let _ = tx.send(connect::end(Some(&e))).await;
-                return Ended::Detached;
+                return;
             }
-            _ = tick.tick() => {
+            Streamed::KeepAlive => {
                 if send(tx, ProcessEvent::Keepalive {}).await.is_err() {
-                    return Ended::Detached;
+                    return stream.left().await;
                 }
                 continue;
             }
-        };
-        let event = match event {
-            None => {
+            Streamed::Ended => {
                 // Left the table without an end for us: another stream took
                 // it, or the server is shutting down.
                 let e = if state.shutdown.is_cancelled() {
@@ -316,25 +300,25 @@ async fn frame(
                     )
                 };
                 let _ = tx.send(connect::end(Some(&e))).await;
-                return Ended::Done;
+                return;
             }
-            Some(Event::Queued) => continue,
-            Some(Event::Started { pid }) => {
+            Streamed::Event(Event::Queued) => continue,
+            Streamed::Event(Event::Started { pid }) => {
                 started = true;
                 ProcessEvent::Start(StartEvent { pid: pid_of(pid) })
             }
-            Some(Event::Bytes { stream, data, .. }) => {
+            Streamed::Event(Event::Bytes { stream, data, .. }) => {
                 ProcessEvent::Data(data_event(tty, stream, data))
             }
-            Some(Event::Output { stream, slice }) => {
+            Streamed::Event(Event::Output { stream, slice }) => {
                 ProcessEvent::Data(data_event(tty, stream, slice.data.into_bytes()))
             }
-            Some(Event::Exit(job)) => {
+            Streamed::Event(Event::Exit(job)) => {
                 state.processes().remove(&id);
                 let phase = job.phase();
                 if !started && let JobPhase::NotStarted(_) = phase {
                     let _ = tx.send(connect::end(Some(&not_started(&phase)))).await;
-                    return Ended::Done;
+                    return;
                 }
                 let end = ProcessEvent::End(end_event(&phase));
                 if send(tx, end).await.is_ok() {
@@ -342,13 +326,12 @@ async fn frame(
                 }
                 // Delivered: the end was written to the client's socket, or
                 // the client left just then (as envd, nothing retries).
-                return Ended::Done;
+                return;
             }
         };
         if send(tx, event).await.is_err() {
-            return Ended::Detached;
+            return stream.left().await;
         }
-        tick.reset();
     }
 }
 
@@ -370,26 +353,6 @@ fn pid_of(pid: init::Pid) -> u32 {
     u32::try_from(pid.0).unwrap_or(0)
 }
 
-/// After a stream detached: once the job has ended, it waits
-/// [`RETAIN_DETACHED`] for a `Connect` to collect it, then is removed.
-fn retain(state: &Arc<EnvdState>, id: JobId) {
-    let state = Arc::clone(state);
-    tokio::spawn(async move {
-        if !state.app.jobs.settled(id).await {
-            return;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(RETAIN_DETACHED) => {}
-            () = state.shutdown.cancelled() => return,
-        }
-        if state.app.jobs.find(|l| l.id == id).is_some() {
-            tracing::info!(job = %id, "envd: nobody collected the ended process: removed");
-            state.app.jobs.teardown(id).await;
-        }
-        state.processes().remove(&id);
-    });
-}
-
 /// The end event of a job that ended: envd's fields as Go's `os/exec`
 /// fills them, but a death by signal N is exit code 128 + N (envd: -1),
 /// with the signal named in `status` as Go names it.
@@ -407,7 +370,7 @@ pub(super) fn end_event(phase: &JobPhase) -> EndEvent {
         JobPhase::Signaled(signal) => {
             let status = format!("signal: {}", go_signal_name(*signal));
             EndEvent {
-                exit_code: 128 + signal.as_raw(),
+                exit_code: crate::jobs::result::signal_exit_code(signal.as_raw()),
                 exited: false,
                 error: Some(status.clone()),
                 status,

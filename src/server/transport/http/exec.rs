@@ -22,9 +22,10 @@
 //! The job is launched owned by its stream (`jobs::Owner::Stream`):
 //! `list_jobs`, `status`, `output` and `kill` see it, `wait` refuses it,
 //! `kill` never claims it. The stream alone claims its result, once, after
-//! sending all its output: the events come from `Jobs::follow`, this module
-//! only frames them. A client that goes away cancels the job (TERM, grace,
-//! KILL, removed): nothing else could collect it.
+//! sending all its output: the events and keep-alives come from
+//! `Jobs::stream`, this module only frames them. A client that goes away
+//! cancels the job (`ClientGone::TearDown`: TERM, grace, KILL, removed):
+//! nothing else could collect it.
 //!
 //! Output bytes that the job's window dropped before the stream read them
 //! (a slow client and a small `max_output_bytes`) are skipped: the next
@@ -44,7 +45,10 @@ use super::read::{Accepts, read_body};
 use super::state::HttpState;
 use crate::capture::StreamSpec;
 use crate::jobs::result::{JobResult, View};
-use crate::jobs::{Event, Job, JobId, LaunchError, Launched, Owner, Stream};
+use crate::jobs::{
+    ClientGone, Event, Job, JobId, KeepAlive, LaunchError, Launched, Owner, Stream, Streamed,
+    Streaming,
+};
 use crate::net::reply::{HttpReply, sse, status};
 use crate::protocol::version::{LATEST, Revision};
 use crate::tools::ToolError;
@@ -96,9 +100,9 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     launch.close_stdin = true;
     launch.owner = Owner::Stream;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    let (id, stdin) = match app.jobs.launch(launch) {
-        Ok(Launched::Started { id, stdin, .. }) => (id, Some(stdin.unwrap_or_default())),
-        Ok(Launched::Queued { id }) => (id, None),
+    // `jobs` writes the stdin and closes it, once the job runs.
+    let id = match app.jobs.launch(launch) {
+        Ok(Launched::Started { id, .. } | Launched::Queued { id }) => id,
         Ok(Launched::Ended(job)) => {
             // As `execute`: a terminal start error, delivered at once.
             let _ = tx.try_send(exit_event(&job, &app.view(revision())));
@@ -116,23 +120,7 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     };
     tracing::info!(job = %id, "POST /exec: job submitted");
     let state = Arc::clone(state);
-    tokio::spawn(async move {
-        if let Some(data) = stdin {
-            let app = Arc::clone(&state.app);
-            tokio::spawn(async move {
-                if let Err(e) = app.jobs.write_stdin(id, &data, true).await {
-                    tracing::info!(job = %id, error = %e, "POST /exec: writing stdin");
-                }
-            });
-        }
-        if frame(&state, id, &tx).await.is_err() {
-            // The client went away: nothing else can collect the job.
-            if !state.shutdown.is_cancelled() {
-                tracing::info!(job = %id, "POST /exec: client gone, ending its job");
-                state.app.jobs.teardown(id).await;
-            }
-        }
-    });
+    tokio::spawn(async move { frame(&state, id, &tx).await });
     sse(rx)
 }
 
@@ -141,27 +129,33 @@ fn revision() -> Revision {
     Revision::negotiate(Some(LATEST))
 }
 
-/// The client went away.
-struct Gone;
-
-/// Frames the job's events as SSE until its `exit` (or until it leaves the
-/// table some other way: teardown at shutdown), with a keep-alive comment
-/// while it is quiet. `Err` when the client is gone.
-async fn frame(state: &HttpState, id: JobId, tx: &mpsc::Sender<Bytes>) -> Result<(), Gone> {
+/// Frames the job's stream (`Jobs::stream`) as SSE until its `exit` (or
+/// until it leaves the table some other way: teardown at shutdown), with a
+/// keep-alive comment every [`KEEP_ALIVE`]. A client that goes away tears
+/// the job down (`ClientGone::TearDown`): nothing else can collect it.
+async fn frame(state: &HttpState, id: JobId, tx: &mpsc::Sender<Bytes>) {
     let view = state.app.view(revision());
-    let mut events = state.app.jobs.follow(id, 0, MAX_CHUNK, view);
-    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
-    keep_alive.reset();
+    let jobs = &state.app.jobs;
+    let mut stream = jobs.stream(
+        id,
+        jobs.follow(id, 0, MAX_CHUNK, view),
+        tx.closed(),
+        Streaming {
+            keep_alive: Some(KeepAlive::Every(KEEP_ALIVE)),
+            deadline: None,
+            on_gone: ClientGone::TearDown,
+            shutdown: Some(&state.shutdown),
+        },
+    );
     loop {
-        let bytes = tokio::select! {
-            next = events.next() => match next {
-                None => return Ok(()),
-                Some(e) => render(id, e, &view),
-            },
-            () = tx.closed() => return Err(Gone),
-            _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
+        let bytes = match stream.next().await {
+            Streamed::Event(e) => render(id, e, &view),
+            Streamed::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
+            Streamed::Ended | Streamed::ClientGone | Streamed::Deadline => return,
         };
-        tx.send(bytes).await.map_err(|_| Gone)?;
+        if tx.send(bytes).await.is_err() {
+            return stream.left().await;
+        }
     }
 }
 

@@ -38,8 +38,9 @@
 //!   group gets TERM, the grace, KILL, as any deadline does, and the call
 //!   answers `DEADLINE_EXCEEDED`.
 //! - A client that goes away (a reset stream, a closed connection) tears
-//!   its job down: TERM, the grace, KILL to the whole group, then removed —
-//!   nothing else could collect it.
+//!   its job down (`Jobs::stream` with `ClientGone::TearDown`): TERM, the
+//!   grace, KILL to the whole group, then removed — nothing else could
+//!   collect it.
 //! - Output is what every other front-end sees: UTF-8-sanitised (invalid
 //!   bytes become U+FFFD) and redacted (SPEC §12.6); a `Start` client too
 //!   slow for the job's window misses the bytes the window dropped.
@@ -68,8 +69,8 @@ use super::wire::{self, GrpcBody, Reply, Status, pb};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
 use crate::jobs::{
-    Event, Job, JobId, JobSignalError, LaunchError, LaunchRequest, Launched, Owner, Plan,
-    StdinError, Stream, TerminalError, TerminalSize,
+    ClientGone, Event, Job, JobId, JobSignalError, LaunchError, LaunchRequest, Launched, Owner,
+    Plan, StdinError, Stream, Streamed, Streaming, TerminalError, TerminalSize,
 };
 use crate::net::{
     self,
@@ -286,26 +287,22 @@ fn launch(
         .map_err(|e| Status::new(Code::InvalidArgument, ToolError::from(e).to_string()))
 }
 
-/// Launches `launch`; `Ok((id, stdin_to_close))`.
-fn submit(app: &App, launch: crate::jobs::Launch) -> Result<(JobId, bool), Status> {
-    let close = launch.close_stdin;
-    let id = match app.jobs.launch(launch) {
-        Ok(Launched::Started { id, .. }) => return Ok((id, close)),
-        Ok(Launched::Queued { id }) => id,
+/// Launches `launch` (`jobs` closes its stdin when asked, once it runs).
+fn submit(app: &App, launch: crate::jobs::Launch) -> Result<JobId, Status> {
+    match app.jobs.launch(launch) {
+        Ok(Launched::Started { id, .. } | Launched::Queued { id }) => Ok(id),
         Ok(Launched::Ended(job)) => {
             let r = result(&job);
-            return Err(Status::new(
+            Err(Status::new(
                 Code::FailedPrecondition,
                 format!(
                     "the process could not start: {}",
                     r.status.start_error.unwrap_or_default()
                 ),
-            ));
+            ))
         }
-        Err(e) => return Err(launch_error(e)),
-    };
-    // A queued job's stdin is closed by `jobs` when it starts.
-    Ok((id, false))
+        Err(e) => Err(launch_error(e)),
+    }
 }
 
 fn launch_error(e: LaunchError) -> Status {
@@ -376,7 +373,7 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
                 .and_then(init::Signal::name)
                 .map_or_else(|| n.to_string(), |s| format!("SIG{s}"));
             reply.meta("x-mcp-exec-signal", name);
-            128 + n
+            crate::jobs::result::signal_exit_code(n)
         }
         None => r.status.exit_code.unwrap_or(-1),
     };
@@ -396,6 +393,18 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
         ));
     }
     Ok(code)
+}
+
+/// How sandboxd streams a job: no keep-alives, no deadline of the stream's
+/// own (`grpc-timeout` is the job's), and a client that goes away tears its
+/// job down — even during the shutdown, which ends it anyway.
+fn torn_down_when_gone() -> Streaming<'static> {
+    Streaming {
+        keep_alive: None,
+        deadline: None,
+        on_gone: ClientGone::TearDown,
+        shutdown: None,
+    }
 }
 
 /// What following a job to its end gave.
@@ -419,54 +428,51 @@ async fn execute(
 ) -> Answer {
     let mut l = launch(app, root, req.config, None, deadline)?;
     l.close_stdin = true;
-    let (id, close) = submit(app, l)?;
+    // Nothing to write: stdin is closed at once (EOF, like `< /dev/null`).
+    let id = submit(app, l)?;
     if let Err(e) = process_id(id) {
         app.jobs.teardown(id).await;
         return Err(e);
-    }
-    if close {
-        // Nothing to write: stdin is closed at once (EOF, like `< /dev/null`).
-        if let Err(e) = app.jobs.write_stdin(id, &[], true).await {
-            tracing::debug!(job = %id, error = %e, "sandboxd Execute: closing stdin");
-        }
     }
     let cap = app.config.max_output_bytes;
     let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     let mut kept_raw = [0_u64; 2];
     let followed = {
-        let mut events = app
-            .jobs
-            .follow(id, 0, CHUNK, app.view(revision()))
-            .raw_bytes();
+        let mut stream = app.jobs.stream(
+            id,
+            app.jobs
+                .follow(id, 0, CHUNK, app.view(revision()))
+                .raw_bytes(),
+            reply.gone(),
+            torn_down_when_gone(),
+        );
         loop {
-            tokio::select! {
-                next = events.next() => match next {
-                    None => break Followed::Vanished,
-                    Some(Event::Exit(job)) => break Followed::Exit(job),
-                    Some(Event::Output { stream, slice }) => {
-                        let i = usize::from(stream == Stream::Stderr);
-                        let data = slice.data.as_bytes();
-                        let room = cap.saturating_sub(kept[i].len());
-                        if data.len() <= room {
-                            kept[i].extend_from_slice(data);
-                            kept_raw[i] += slice.bytes;
-                        } else {
-                            // The head of this chunk fits: its raw bytes are
-                            // the data's (up to sanitising and redaction).
-                            kept[i].extend_from_slice(&data[..room]);
-                            kept_raw[i] += slice.bytes.min(room as u64);
-                        }
+            match stream.next().await {
+                Streamed::Ended => break Followed::Vanished,
+                Streamed::Event(Event::Exit(job)) => break Followed::Exit(job),
+                Streamed::Event(Event::Output { stream, slice }) => {
+                    let i = usize::from(stream == Stream::Stderr);
+                    let data = slice.data.as_bytes();
+                    let room = cap.saturating_sub(kept[i].len());
+                    if data.len() <= room {
+                        kept[i].extend_from_slice(data);
+                        kept_raw[i] += slice.bytes;
+                    } else {
+                        // The head of this chunk fits: its raw bytes are
+                        // the data's (up to sanitising and redaction).
+                        kept[i].extend_from_slice(&data[..room]);
+                        kept_raw[i] += slice.bytes.min(room as u64);
                     }
-                    Some(Event::Bytes { stream, data, .. }) => {
-                        let i = usize::from(stream == Stream::Stderr);
-                        let room = cap.saturating_sub(kept[i].len());
-                        let take = data.len().min(room);
-                        kept[i].extend_from_slice(&data[..take]);
-                        kept_raw[i] += take as u64;
-                    }
-                    Some(Event::Queued | Event::Started { .. }) => {}
-                },
-                () = reply.gone() => break Followed::Gone,
+                }
+                Streamed::Event(Event::Bytes { stream, data, .. }) => {
+                    let i = usize::from(stream == Stream::Stderr);
+                    let room = cap.saturating_sub(kept[i].len());
+                    let take = data.len().min(room);
+                    kept[i].extend_from_slice(&data[..take]);
+                    kept_raw[i] += take as u64;
+                }
+                Streamed::Event(Event::Queued | Event::Started { .. }) | Streamed::KeepAlive => {}
+                Streamed::ClientGone | Streamed::Deadline => break Followed::Gone,
             }
         }
     };
@@ -478,11 +484,8 @@ async fn execute(
                 format!("{id} was ended by the server's shutdown"),
             ));
         }
-        Followed::Gone => {
-            tracing::info!(job = %id, "sandboxd Execute: client gone, ending its job");
-            app.jobs.teardown(id).await;
-            return Ok(None);
-        }
+        // Torn down by the stream: nothing else could collect it.
+        Followed::Gone => return Ok(None),
     };
     for (i, (stream, name)) in [
         (Stream::Stdout, "x-mcp-exec-stdout-truncated"),
@@ -515,7 +518,7 @@ async fn start_rpc(
 ) -> Answer {
     let mut l = launch(app, root, req.config, req.pty, deadline)?;
     l.close_stdin = false;
-    let (id, _) = submit(app, l)?;
+    let id = submit(app, l)?;
     let pid = match process_id(id) {
         Ok(pid) => pid,
         Err(e) => {
@@ -527,40 +530,46 @@ async fn start_rpc(
     let init = event(pb::start_response::Event::Init(pb::InitEvent {
         process_id: pid,
     }));
+    let mut stream = app.jobs.stream(
+        id,
+        app.jobs
+            .follow(id, 0, CHUNK, app.view(revision()))
+            .raw_bytes(),
+        reply.gone(),
+        torn_down_when_gone(),
+    );
     let followed = match reply.send(&init).await {
-        Err(wire::Gone) => Followed::Gone,
-        Ok(()) => {
-            let mut events = app
-                .jobs
-                .follow(id, 0, CHUNK, app.view(revision()))
-                .raw_bytes();
-            loop {
-                let next = tokio::select! {
-                    next = events.next() => next,
-                    () = reply.gone() => break Followed::Gone,
-                };
-                let msg = match next {
-                    None => break Followed::Vanished,
-                    Some(Event::Exit(job)) => break Followed::Exit(job),
-                    Some(Event::Output { stream, slice }) => {
-                        let data = slice.data.into_bytes();
-                        event(match stream {
-                            Stream::Stdout => pb::start_response::Event::Stdout(data),
-                            Stream::Stderr => pb::start_response::Event::Stderr(data),
-                        })
-                    }
-                    Some(Event::Bytes { stream, data, .. }) => event(match stream {
+        Err(wire::Gone) => {
+            stream.left().await;
+            Followed::Gone
+        }
+        Ok(()) => loop {
+            let msg = match stream.next().await {
+                Streamed::Ended => break Followed::Vanished,
+                Streamed::Event(Event::Exit(job)) => break Followed::Exit(job),
+                Streamed::Event(Event::Output { stream, slice }) => {
+                    let data = slice.data.into_bytes();
+                    event(match stream {
                         Stream::Stdout => pb::start_response::Event::Stdout(data),
                         Stream::Stderr => pb::start_response::Event::Stderr(data),
-                    }),
-                    Some(Event::Queued | Event::Started { .. }) => continue,
-                };
-                if reply.send(&msg).await.is_err() {
-                    break Followed::Gone;
+                    })
                 }
+                Streamed::Event(Event::Bytes { stream, data, .. }) => event(match stream {
+                    Stream::Stdout => pb::start_response::Event::Stdout(data),
+                    Stream::Stderr => pb::start_response::Event::Stderr(data),
+                }),
+                Streamed::Event(Event::Queued | Event::Started { .. }) | Streamed::KeepAlive => {
+                    continue;
+                }
+                Streamed::ClientGone | Streamed::Deadline => break Followed::Gone,
+            };
+            if reply.send(&msg).await.is_err() {
+                stream.left().await;
+                break Followed::Gone;
             }
-        }
+        },
     };
+    drop(stream);
     match followed {
         Followed::Exit(job) => {
             let exit_code = ended(&job, reply)?;
@@ -573,11 +582,8 @@ async fn start_rpc(
             Code::Unavailable,
             format!("{id} was ended by the server's shutdown"),
         )),
-        Followed::Gone => {
-            tracing::info!(job = %id, "sandboxd Start: client gone, ending its job");
-            app.jobs.teardown(id).await;
-            Ok(None)
-        }
+        // Torn down by the stream: nothing else could collect it.
+        Followed::Gone => Ok(None),
     }
 }
 
