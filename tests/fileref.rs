@@ -403,12 +403,18 @@ fn a_malformed_url_is_refused_without_showing_its_query(t: Target) {
         ("https:///f?sig=SECRET", "is not a URL"),
         ("https://h.example/f?sig=SEC RET", "is not a URL"),
         ("https://h.example/f\u{1}?sig=SECRET", "is not a URL"),
-        ("sandbox:/mnt/data/f.png?sig=SECRET", "not a URL the server can fetch"),
+        (
+            "sandbox:/mnt/data/f.png?sig=SECRET",
+            "not a URL the server can fetch",
+        ),
     ] {
         for file in [json!(url), json!({"download_url": url, "file_id": "f1"})] {
             let e = s.call_err("upload", json!({"path": path, "file": file}));
             assert!(e.contains(says), "{url}: {e}");
-            assert!(!e.contains("SECRET") && !e.contains("SEC RET"), "{url}: {e}");
+            assert!(
+                !e.contains("SECRET") && !e.contains("SEC RET"),
+                "{url}: {e}"
+            );
             assert!(e.contains("?…"), "{url}: the cut is shown: {e}");
         }
     }

@@ -338,6 +338,12 @@ impl Jobs {
         self.shared.table.find(pick)
     }
 
+    /// Whether job `id` is still in the table (so a front-end can forget
+    /// what it noted of a job that left it).
+    pub fn contains(&self, id: JobId) -> bool {
+        self.shared.table.with(id, |_| ()).is_some()
+    }
+
     /// How many running jobs are blocked reading their input now (the
     /// gauge `mcp_exec_jobs_awaiting_input`, read at scrape).
     pub fn awaiting_input(&self) -> usize {

@@ -210,13 +210,19 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
         }
     };
     tracing::info!(job = %id, "envd Start: job submitted");
-    state.processes().insert(
+    let mut processes = state.processes();
+    // What a removed job left here goes now (a retained job's keep time
+    // ran out, or another front-end took it): the notes never outgrow the
+    // table.
+    processes.retain(|id, _| app.jobs.contains(*id));
+    processes.insert(
         id,
         Started {
             config,
             tag: msg.tag,
         },
     );
+    drop(processes);
     // Start's deadline is the job's (`timeout` above), not the stream's.
     stream(state, id, tty, meta.keepalive, None)
 }
