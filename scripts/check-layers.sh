@@ -16,6 +16,10 @@
 #    client; it still names no tool or server).
 # 4. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
 #    or protocol type: every listener stands on it, so it knows none of them.
+# 7. `tools` names no `server` type: a tool reaches its server through
+#    `tools::Host` (the job service, the policies, the settings), never the
+#    server's state (`App`), a session or a transport; and nothing in tools
+#    holds a `Weak` back to the server.
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
@@ -52,6 +56,9 @@ check "files must not name tools or server (the front-ends call files, not the r
 # and no hyper type but in fetch.rs, the HTTPS client of upload's `file`.
 check "files must not name hyper (a transport's types stay in the front-ends)" \
     src/files '\bhyper(_util)?\b' fetch.rs
+
+check "tools must not name server types (a tool reaches its server through tools::Host)" \
+    src/tools '\bcrate::server\b|\bsuper::super::server\b|\bApp\b|\bWeak<'
 
 check "the floor must not name jobs, tools, server or protocol" \
     src/net '\bcrate::(jobs|tools|server|protocol|tasks|files|policy)\b'

@@ -232,15 +232,15 @@ fn run(
             // score it inherited, like everything tini starts.
             oom_score_adj: jobs::oom::ordering(config.job_oom_score_adj),
         };
-        // Every `cwd` goes through the cwd policy (SPEC §12.5, §17).
-        let app = tools::App::share(tools::App {
-            jobs: jobs::Jobs::new(init, &settings),
-            tasks: tasks::Tasks::new(config.task_ttl, config.max_tasks),
-            cwd: policies.cwd,
-            redact: policies.redact,
-            job_policy: policies.jobs,
+        // Every `cwd` goes through the cwd policy (`App::new`).
+        let app = server::app::App::new(
+            jobs::Jobs::new(init, &settings),
+            tasks::Tasks::new(config.task_ttl, config.max_tasks),
+            policies.cwd,
+            policies.redact,
+            policies.jobs,
             config,
-        });
+        );
         let reason = server::run(app, events, policies.listeners, main).await?;
         tracing::info!(?reason, "mcp-exec exiting");
         Ok(match reason {

@@ -32,6 +32,7 @@
 //! long as the client needs to read (it ends at once if the client closes
 //! stdout); a signal bounds that wait.
 
+pub mod app;
 pub mod discover;
 pub mod outbox;
 pub mod progress;
@@ -49,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::policy::cwd::CwdPolicy;
-use crate::tools::App;
+use app::App;
 use session::McpSession;
 use transport::http;
 use transport::sandboxd::settings::{SandboxRoot, SandboxdGrpc};

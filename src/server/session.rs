@@ -55,7 +55,8 @@ use crate::protocol::era::{self, Client, Era};
 use crate::protocol::line::Line;
 use crate::protocol::version::Revision;
 use crate::protocol::{self, ErrorCode, Incoming, RequestId};
-use crate::tools::{self, App, Call, CallError, ProgressText};
+use crate::server::app::App;
+use crate::tools::{self, Call, CallError, ProgressText};
 
 /// How long a call may run on after its session ended before it is
 /// answered `-32800` regardless (a call busy in a non-blocking step
@@ -804,7 +805,7 @@ impl McpSession {
         };
         async move {
             let call = Call {
-                app: Arc::clone(&session.app),
+                host: Arc::clone(&session.app) as Arc<dyn tools::Host>,
                 cancel: cancel.clone(),
                 shutdown: session.shutdown.clone(),
                 progress: ProgressText::default(),
@@ -839,12 +840,18 @@ impl McpSession {
                     () = call.cancel.cancelled() => return Err(CallError::Cancelled),
                 };
                 let work = FirstStep {
-                    call: Box::pin(super::tasks::dispatch(&call, &params, requestor, reach)),
+                    call: Box::pin(super::tasks::dispatch(
+                        &session.app,
+                        &call,
+                        &params,
+                        requestor,
+                        reach,
+                    )),
                     turn,
                 };
                 match token {
                     Some(t) => {
-                        let every = call.app.config.progress_interval;
+                        let every = session.app.config.progress_interval;
                         progress::with_ticker(work, &call.progress, t, every, &out).await
                     }
                     None => work.await,

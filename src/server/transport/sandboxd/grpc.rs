@@ -76,7 +76,7 @@ use crate::net::{
     status::Code,
 };
 use crate::protocol::version::{LATEST, Revision};
-use crate::tools::App;
+use crate::server::app::App;
 use crate::tools::execute;
 
 /// The path prefix of every method.
