@@ -20,6 +20,11 @@
 #    `tools::Host` (the job service, the policies, the settings), never the
 #    server's state (`App`), a session or a transport; and nothing in tools
 #    holds a `Weak` back to the server.
+# 8. One wait loop per table: the "enable the notification, look, wait"
+#    loop is written twice in the crate, `JobTable::watch` (src/jobs/table.rs)
+#    for the jobs and `Tasks::watch` (src/tasks/mod.rs) for the MCP Tasks;
+#    everything else that waits passes them a check (no `.notified()` or
+#    `.enable()` elsewhere).
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
@@ -67,6 +72,17 @@ for dir in src/*/; do
     check "only the floor binds or accepts (src/net/accept.rs)" \
         "$dir" '\bTcpListener::bind\b|\.accept\(\)\.await|socket\.accept\(\)'
 done
+
+# check-layers' `check` excludes one file name; the two homes of a wait loop
+# are told apart by path here.
+hits=$(grep -rnE --include='*.rs' '\.notified\(\)|\.enable\(\)' src |
+    grep -vE '^src/(jobs/table|tasks/mod)\.rs:')
+if [[ -n $hits ]]; then
+    while IFS= read -r line; do
+        echo "check-layers: wait through JobTable::watch or Tasks::watch, not a loop of your own: $line" >&2
+    done <<<"$hits"
+    status=1
+fi
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

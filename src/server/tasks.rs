@@ -30,6 +30,7 @@
 //! arguments, a refused `cwd`, a full queue) is `failed`; `tasks/cancel`
 //! makes it `cancelled` before the answer, for good.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -744,27 +745,36 @@ pub async fn listen(
         &json!({"notifications": {"taskIds": ids}}),
     );
     out.send(Message::Notification(ack)).await;
-    let mut seen: std::collections::HashMap<crate::jobs::TaskTag, std::time::SystemTime> =
-        std::collections::HashMap::new();
-    loop {
-        let changed = app.tasks.changes();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let mut open = false;
-        for tag in &tags {
-            let Some(s) = app.tasks.get(*tag, requestor) else {
-                continue;
-            };
-            open |= !s.status.is_terminal();
-            if seen.get(tag) != Some(&s.updated) {
-                seen.insert(*tag, s.updated);
-                let line = protocol::notification_line("notifications/tasks", &detailed(app, &s));
-                out.send(Message::Notification(line)).await;
+    // When each task was last sent; the look's future reads and marks it
+    // between its sends (a lock held for neither).
+    let seen: std::sync::Mutex<
+        std::collections::HashMap<crate::jobs::TaskTag, std::time::SystemTime>,
+    > = std::sync::Mutex::default();
+    let (seen, tags) = (&seen, &tags);
+    app.tasks
+        .watch(|| async move {
+            let mut open = false;
+            for tag in tags {
+                let Some(s) = app.tasks.get(*tag, requestor) else {
+                    continue;
+                };
+                open |= !s.status.is_terminal();
+                let fresh = {
+                    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    seen.insert(*tag, s.updated) != Some(s.updated)
+                };
+                if fresh {
+                    let line =
+                        protocol::notification_line("notifications/tasks", &detailed(app, &s));
+                    out.send(Message::Notification(line)).await;
+                }
             }
-        }
-        if !open {
-            return modern_line(id, revision, json!({}));
-        }
-        changed.await;
-    }
+            if open {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })
+        .await;
+    modern_line(id, revision, json!({}))
 }
