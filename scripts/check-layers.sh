@@ -16,6 +16,15 @@
 #    client; it still names no tool or server).
 # 4. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
 #    or protocol type: every listener stands on it, so it knows none of them.
+# 7. `tools` names no `server` type: a tool reaches its server through
+#    `tools::Host` (the job service, the policies, the settings), never the
+#    server's state (`App`), a session or a transport; and nothing in tools
+#    holds a `Weak` back to the server.
+# 8. One wait loop per table: the "enable the notification, look, wait"
+#    loop is written twice in the crate, `JobTable::watch` (src/jobs/table.rs)
+#    for the jobs and `Tasks::watch` (src/tasks/mod.rs) for the MCP Tasks;
+#    everything else that waits passes them a check (no `.notified()` or
+#    `.enable()` elsewhere).
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
@@ -69,6 +78,9 @@ check "files must not name tools or server (the front-ends call files, not the r
 # and no hyper type but in fetch.rs, the HTTPS client of upload's `file`.
 check "files must not name hyper (a transport's types stay in the front-ends)" \
     src/files '\bhyper(_util)?\b' fetch.rs
+
+check "tools must not name server types (a tool reaches its server through tools::Host)" \
+    src/tools '\bcrate::server\b|\bsuper::super::server\b|\bApp\b|\bWeak<'
 
 check "the floor must not name jobs, tools, server or protocol" \
     src/net '\bcrate::(jobs|tools|server|protocol|tasks|files|policy)\b'
@@ -126,6 +138,16 @@ done
 for f in src/server/transport/http/exec.rs src/server/transport/envd; do
     check "a stream front-end tears no job down itself (ClientGone::TearDown does)" "$f" '\.teardown\('
 done
+# check-layers' `check` excludes one file name; the two homes of a wait loop
+# are told apart by path here.
+hits=$(grep -rnE --include='*.rs' '\.notified\(\)|\.enable\(\)' src |
+    grep -vE '^src/(jobs/table|tasks/mod)\.rs:')
+if [[ -n $hits ]]; then
+    while IFS= read -r line; do
+        echo "check-layers: wait through JobTable::watch or Tasks::watch, not a loop of your own: $line" >&2
+    done <<<"$hits"
+    status=1
+fi
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

@@ -96,7 +96,7 @@ pub fn code_of(exit: Result<init::ExitStatus, init::ReaperGone>) -> i32 {
 ///
 /// HTTP: with `--http`, init mode serves MCP too, and this function is not
 /// used; main does instead, in its runtime: `boot.start()`, [`start_main`]
-/// (returning its `Err` code at once), the `tools::App` as usual (jobs on the
+/// (returning its `Err` code at once), the `server::app::App` as usual (jobs on the
 /// same `Init`), and `server::run` **without stdio** (CMD owns stdin and
 /// stdout), given `main.exit` as one more reason to end — e.g. an
 /// `EndReason::MainExited(code_of(status))` arm in its `select!` — then

@@ -8,10 +8,11 @@
 //! the list below, not in `src/main.rs`.
 //!
 //! Modules, and the one direction their dependencies point:
-//! `main → server (sessions, transports) → tools → jobs → capture / init`,
-//! with `policy` (cwd, redaction) beside `jobs`, and `protocol` (the wire
-//! format) and `config` as leaves any of them may use. A lower module never
-//! names a higher one.
+//! `main → server (its state, sessions, transports → net) → tools, files,
+//! tasks → jobs → policy, capture, init`, with `protocol` (the wire format),
+//! `terminal` and `config` as leaves any of them may use. A lower module
+//! never names a higher one (docs/ARCHITECTURE.md; `scripts/check-layers.sh`
+//! checks it).
 //!
 //! `main` only wires things together, in an order that matters:
 //! 1. `--help`/`--version` print and exit before anything else starts, and so
@@ -20,7 +21,9 @@
 //! 2. `init::prepare()` (init mode: `prepare_forwarding()`) runs before any
 //!    thread exists (it blocks signals that every later thread must inherit);
 //! 3. logging (its writer thread now inherits the mask), configuration;
-//! 4. the tokio runtime, `Boot::start`, and the session until shutdown;
+//! 4. the tokio runtime, `Boot::start` (init mode: the main command), the
+//!    server's state (`server::app::App::new`), and `server::run` until
+//!    its shutdown sequence ends;
 //! 5. `process::exit(0)`, so no stray thread (a stdin reader blocked in
 //!    `read`) can hold the process open.
 //!
@@ -235,15 +238,15 @@ fn run(
             // score it inherited, like everything tini starts.
             oom_score_adj: jobs::oom::ordering(config.job_oom_score_adj),
         };
-        // Every `cwd` goes through the cwd policy (SPEC §12.5, §17).
-        let app = tools::App::share(tools::App {
-            jobs: jobs::Jobs::new(init, &settings),
-            tasks: tasks::Tasks::new(config.task_ttl, config.max_tasks),
-            cwd: policies.cwd,
-            redact: policies.redact,
-            job_policy: policies.jobs,
+        // Every `cwd` goes through the cwd policy (`App::new`).
+        let app = server::app::App::new(
+            jobs::Jobs::new(init, &settings),
+            tasks::Tasks::new(config.task_ttl, config.max_tasks),
+            policies.cwd,
+            policies.redact,
+            policies.jobs,
             config,
-        });
+        );
         let reason = server::run(app, events, policies.listeners, main).await?;
         tracing::info!(?reason, "mcp-exec exiting");
         Ok(match reason {

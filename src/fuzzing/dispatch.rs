@@ -15,9 +15,9 @@ use crate::policy::cwd::CwdPolicy;
 use crate::policy::identity::JobPolicy;
 use crate::policy::redact::Redactor;
 use crate::protocol::line::LineSplitter;
+use crate::server::app::App;
 use crate::server::outbox::{self, Outgoing};
 use crate::server::session::McpSession;
-use crate::tools::App;
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -95,14 +95,14 @@ fn app(flags: u8) -> Arc<App> {
             .ok()
             .flatten()
     };
-    let app = App::share(App {
-        jobs: Jobs::refusing(&settings),
-        tasks: crate::tasks::Tasks::new(config.task_ttl, config.max_tasks),
+    let app = App::new(
+        Jobs::refusing(&settings),
+        crate::tasks::Tasks::new(config.task_ttl, config.max_tasks),
         cwd,
         redact,
-        job_policy: JobPolicy::default(),
+        JobPolicy::default(),
         config,
-    });
+    );
     *slot = Some(Arc::clone(&app));
     app
 }

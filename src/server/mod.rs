@@ -1,46 +1,46 @@
-//! The server: its transports, its sessions, and the shutdown sequence.
+//! The server: its shared state, its sessions, its transports, and the
+//! shutdown sequence.
 //!
+//! - [`app`]: [`App`], the state every session and transport shares (the
+//!   job service, the Tasks, the policies, the settings); the tools see it
+//!   as `tools::Host`.
 //! - [`session`]: one MCP session's protocol state and dispatch, for any
 //!   transport.
+//! - [`tasks`]: MCP Tasks on the wire (task-augmented `execute`, `tasks/*`,
+//!   the 2026 extension), over the records of `crate::tasks`.
 //! - [`discover`]: `server/discover` (2026-07-28): versions, capabilities,
 //!   identity, instructions.
 //! - [`outbox`]: a transport's outgoing queue, bounded in bytes.
-//! - [`transport`]: the framing and I/O of each transport (stdio now).
 //! - [`progress`]: progress notifications of long calls.
+//! - [`transport`]: stdio, Streamable HTTP and the platform front-ends
+//!   (envd, sandboxd), each on the floor (`crate::net`).
+//! - `shutdown`: the shutdown sequence, phase by phase.
 //!
-//! [`run`] is the server's actor: it feeds stdin's lines to the stdio
+//! [`run`] is assembly, then the server's actor: it starts the listeners
+//! configured (envd, sandboxd gRPC and REST, HTTP and metrics: tasks of
+//! their own with one session per client, sharing the [`App`] and the
+//! shutdown token) and stdio; then it feeds stdin's lines to the stdio
 //! session, waits for the next line only while the outbox has room
-//! (backpressure), and watches the init layer's events and stdout. The HTTP
-//! listeners (SPEC §11), when configured, are tasks of their own with one
-//! session per client; they share the job service and the shutdown token.
+//! (backpressure), and watches the init layer's events, stdout and (init
+//! mode) the main command, until one of them ends the server; then it
+//! runs the shutdown sequence (`shutdown.rs`: calls settle, the rest are
+//! cancelled, every job ends, every answer is written).
 //!
-//! With HTTP on, stdin EOF (or a closed stdout) ends the stdio session only
-//! (its calls get the grace, then are cancelled) and the server serves on
-//! until a signal; `--no-stdio` serves no MCP on stdio at all (SPEC §10).
-//!
-//! # Shutdown (SPEC §2.5, §3)
-//! - **stdin EOF**: stop reading; calls in flight get up to
-//!   `MCP_EXEC_SHUTDOWN_GRACE` to finish and answer normally; the rest are
-//!   then answered `-32800`.
-//! - **SIGTERM/SIGINT/SIGQUIT**, or **stdout closed by the client**: calls
-//!   in flight are answered `-32800` at once (stdout permitting), those of
-//!   HTTP sessions too (on their still open streams).
-//!
-//! Then every job group gets TERM, the grace, KILL (PID 1: the `kill(-1)`
-//! sweep); survivors are logged; every queued response is written whole,
-//! and only then does the process exit. After EOF the writer may take as
-//! long as the client needs to read (it ends at once if the client closes
-//! stdout); a signal bounds that wait.
+//! With a listener serving, stdin EOF (or a closed stdout) ends the stdio
+//! session only (its calls get the grace, then are cancelled) and the
+//! server serves on until a signal; `--no-stdio` serves no MCP on stdio at
+//! all.
 
+pub mod app;
 pub mod discover;
 pub mod outbox;
 pub mod progress;
 pub mod session;
+mod shutdown;
 pub mod tasks;
 pub mod transport;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use std::net::SocketAddr;
 
@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::policy::cwd::CwdPolicy;
-use crate::tools::App;
+use app::App;
 use session::McpSession;
 use transport::http;
 use transport::sandboxd::settings::{SandboxRoot, SandboxdGrpc};
@@ -167,11 +167,6 @@ pub enum EndReason {
     MainExited(i32),
 }
 
-/// How long calls cancelled at shutdown get to queue their `-32800`.
-const ANSWER_WAIT: Duration = Duration::from_secs(2);
-/// How long the writer gets to flush once a signal asked us to go.
-const FLUSH_WAIT: Duration = Duration::from_secs(2);
-
 /// Serves MCP on stdio and HTTP as `listeners` say until a shutdown signal
 /// (or, with stdio the only transport, EOF or a closed stdout), then shuts
 /// down.
@@ -272,81 +267,20 @@ pub async fn run(
         if !serving_http && !serving_envd {
             break ended;
         }
-        // HTTP serves on: only the stdio session ends (SPEC §10).
+        // HTTP serves on: only the stdio session ends.
         if let Some(io) = stdio.take() {
-            tracing::info!(reason = ?ended, "the stdio session ends; HTTP serves on");
-            let session = Arc::clone(&session);
-            let grace = app.config.shutdown_grace;
-            tokio::spawn(async move {
-                if let EndReason::Eof = ended {
-                    session.settle(grace).await;
-                }
-                session.end();
-                session.settle(ANSWER_WAIT).await;
-                io.outbox.finish();
-                let _ = io.written.await;
-            });
+            shutdown::end_stdio_session(io, &session, ended, app.config.shutdown_grace);
         }
     };
-    match reason {
-        EndReason::Eof => tracing::info!("stdin closed: shutting down"),
-        EndReason::Signal(s) => tracing::info!(signal = %s, "shutting down on signal"),
-        EndReason::StdoutClosed => tracing::info!("stdout closed: shutting down"),
-        EndReason::MainExited(code) => {
-            tracing::info!(code, "the main command exited: shutting down");
-        }
+    Ok(shutdown::Serving {
+        app,
+        session,
+        stdio,
+        http,
+        cancel: shutdown,
     }
-
-    // 1. Calls in flight: after EOF they get the grace to finish normally.
-    let mut reason = reason;
-    if let (EndReason::Eof, Some(io)) = (reason, &stdio) {
-        tokio::select! {
-            biased;
-            ev = next_shutdown_signal(&mut events) => reason = EndReason::Signal(ev),
-            () = io.broken.cancelled() => reason = EndReason::StdoutClosed,
-            _ = session.settle(app.config.shutdown_grace) => {}
-        }
-    }
-    // The rest answer -32800, while stdout and the HTTP streams are still
-    // writable.
-    shutdown.cancel();
-    session.settle(ANSWER_WAIT).await;
-    if let Some(http) = &http {
-        http.settle(ANSWER_WAIT).await;
-    }
-
-    // 2–4. TERM, grace, KILL; as PID 1 the kill(-1) sweep.
-    let report = app.jobs.shutdown().await;
-    // 5. Survivors.
-    for s in &report.survived_term {
-        tracing::warn!(survivor = %s, "outlived SIGTERM for the whole grace period and was sent SIGKILL");
-    }
-    for s in &report.survived_kill {
-        tracing::warn!(survivor = %s, "still alive at exit");
-    }
-
-    // Every queued response is written whole before we exit.
-    if let Some(http) = &http {
-        http.drained(FLUSH_WAIT).await;
-    }
-    let Some(mut io) = stdio else {
-        return Ok(reason);
-    };
-    io.outbox.finish();
-    match reason {
-        EndReason::Eof => {
-            tokio::select! {
-                _ = &mut io.written => {}
-                _ = next_shutdown_signal(&mut events) => {
-                    let _ = tokio::time::timeout(FLUSH_WAIT, &mut io.written).await;
-                }
-            }
-        }
-        EndReason::Signal(_) | EndReason::StdoutClosed | EndReason::MainExited(_) => {
-            let _ = tokio::time::timeout(FLUSH_WAIT, &mut io.written).await;
-        }
-    }
-    Ok(reason)
+    .shut_down(reason, &mut events)
+    .await)
 }
 
 /// Completes when stdout is broken; never without stdio.
@@ -377,19 +311,5 @@ fn on_event(ev: Option<init::Event>) -> Option<init::Signal> {
             None
         }
         None => None,
-    }
-}
-
-/// The next shutdown signal (forever, if the init layer is gone).
-async fn next_shutdown_signal(events: &mut mpsc::UnboundedReceiver<init::Event>) -> init::Signal {
-    loop {
-        match events.recv().await {
-            Some(ev) => {
-                if let Some(sig) = on_event(Some(ev)) {
-                    return sig;
-                }
-            }
-            None => std::future::pending::<()>().await,
-        }
     }
 }

@@ -30,6 +30,7 @@
 //! arguments, a refused `cwd`, a full queue) is `failed`; `tasks/cancel`
 //! makes it `cancelled` before the answer, for good.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,9 +42,10 @@ use crate::jobs::{JobId, Owner, Plan, Signalled};
 use crate::protocol::era::ResultType;
 use crate::protocol::result::CallResult;
 use crate::protocol::{self, ErrorCode, RequestId};
+use crate::server::app::App;
 use crate::tasks::{self, Final, Format, NewTask, Requestor, Snapshot, Status};
 use crate::tools::execute::{self, Begun};
-use crate::tools::{self, App, Call, CallError, Fail, ProgressText, ToolError};
+use crate::tools::{self, Call, CallError, Fail, ProgressText, ToolError};
 
 /// The Tasks extension's id (2026-07-28 `capabilities.extensions`).
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -117,6 +119,7 @@ pub struct Reach {
 /// Runs a `tools/call`: as a task when the session's revision has task
 /// augmentation and the params carry `task`, else as a plain call.
 pub async fn dispatch(
+    app: &Arc<App>,
     call: &Call,
     params: &Value,
     requestor: Requestor,
@@ -126,10 +129,10 @@ pub async fn dispatch(
     let execute = params.get("name").and_then(Value::as_str) == Some(execute::TOOL.name);
     match task {
         Some(task) if call.revision.has_task_augmentation() => {
-            create(call, params, task, requestor, reach).await
+            create(app, call, params, task, requestor, reach).await
         }
         _ if execute && call.revision.is_modern() && call.client.has_extension(EXTENSION) => {
-            server_directed(call, params, requestor, reach).await
+            server_directed(app, call, params, requestor, reach).await
         }
         _ => tools::dispatch(call, params).await,
     }
@@ -138,6 +141,7 @@ pub async fn dispatch(
 /// A task-augmented `tools/call`: answers a `CreateTaskResult` once the job
 /// is launched (a `tasks/get` for it resolves by then).
 async fn create(
+    app: &Arc<App>,
     call: &Call,
     params: &Value,
     task: &Value,
@@ -162,7 +166,6 @@ async fn create(
         .and_then(Value::as_f64)
         .filter(|ms| ms.is_finite() && *ms > 0.0)
         .map(|ms| Duration::from_secs_f64(ms.min(1e12) / 1000.0));
-    let app = &call.app;
     let protocol_error =
         |e: tasks::CreateError| CallError::Protocol(ErrorCode::INTERNAL_ERROR, e.to_string());
     let tag = tasks::new_tag().map_err(protocol_error)?;
@@ -323,7 +326,7 @@ async fn drive(
             let now = app.tasks.get(tag, requestor);
             let result = now
                 .as_ref()
-                .and_then(|s| execute::kept_result(&app, s.revision, id));
+                .and_then(|s| execute::kept_result(app.as_ref(), s.revision, id));
             let format = now.map_or(Format::Augmented, |s| s.format);
             let status = Status::of_result(format, matches!(result, Some(CallResult::Error(_))));
             let message = app
@@ -535,12 +538,12 @@ pub async fn result(app: &App, requestor: Requestor, id: &RequestId, params: &Va
 /// A 2026-07-28 `execute` whose client declared the extension: as a
 /// blocking `execute`, except that where it would yield it answers a task.
 async fn server_directed(
+    app: &Arc<App>,
     call: &Call,
     params: &Value,
     requestor: Requestor,
     reach: Reach,
 ) -> Result<CallResult, CallError> {
-    let app = &call.app;
     let empty = tools::Args::new();
     let args = match params.get("arguments") {
         None | Some(Value::Null) => &empty,
@@ -619,7 +622,7 @@ async fn server_directed(
                     _ = app.jobs.settled(id) => {}
                 }
             }
-            let result = execute::kept_result(app, call.revision, id);
+            let result = execute::kept_result(app.as_ref(), call.revision, id);
             app.jobs.teardown(id).await;
             return result.ok_or(CallError::Protocol(
                 ErrorCode::INTERNAL_ERROR,
@@ -742,27 +745,36 @@ pub async fn listen(
         &json!({"notifications": {"taskIds": ids}}),
     );
     out.send(Message::Notification(ack)).await;
-    let mut seen: std::collections::HashMap<crate::jobs::TaskTag, std::time::SystemTime> =
-        std::collections::HashMap::new();
-    loop {
-        let changed = app.tasks.changes();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let mut open = false;
-        for tag in &tags {
-            let Some(s) = app.tasks.get(*tag, requestor) else {
-                continue;
-            };
-            open |= !s.status.is_terminal();
-            if seen.get(tag) != Some(&s.updated) {
-                seen.insert(*tag, s.updated);
-                let line = protocol::notification_line("notifications/tasks", &detailed(app, &s));
-                out.send(Message::Notification(line)).await;
+    // When each task was last sent; the look's future reads and marks it
+    // between its sends (a lock held for neither).
+    let seen: std::sync::Mutex<
+        std::collections::HashMap<crate::jobs::TaskTag, std::time::SystemTime>,
+    > = std::sync::Mutex::default();
+    let (seen, tags) = (&seen, &tags);
+    app.tasks
+        .watch(|| async move {
+            let mut open = false;
+            for tag in tags {
+                let Some(s) = app.tasks.get(*tag, requestor) else {
+                    continue;
+                };
+                open |= !s.status.is_terminal();
+                let fresh = {
+                    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    seen.insert(*tag, s.updated) != Some(s.updated)
+                };
+                if fresh {
+                    let line =
+                        protocol::notification_line("notifications/tasks", &detailed(app, &s));
+                    out.send(Message::Notification(line)).await;
+                }
             }
-        }
-        if !open {
-            return modern_line(id, revision, json!({}));
-        }
-        changed.await;
-    }
+            if open {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })
+        .await;
+    modern_line(id, revision, json!({}))
 }

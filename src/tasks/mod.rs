@@ -24,6 +24,7 @@
 //! a [`Snapshot`] in their revision's format.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
@@ -442,22 +443,35 @@ impl Tasks {
     /// Waits until task `tag` (as `requestor` sees it) is terminal; `None`
     /// if there is no such task (or it expired meanwhile).
     pub async fn terminal(&self, tag: TaskTag, requestor: Requestor) -> Option<Snapshot> {
-        loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let now = self.get(tag, requestor)?;
-            if now.status.is_terminal() {
-                return Some(now);
-            }
-            notified.await;
-        }
+        self.watch(|| {
+            std::future::ready(match self.get(tag, requestor) {
+                None => ControlFlow::Break(None),
+                Some(now) if now.status.is_terminal() => ControlFlow::Break(Some(now)),
+                Some(_) => ControlFlow::Continue(()),
+            })
+        })
+        .await
     }
 
-    /// A future that completes at the next change to any task (enable it
-    /// before looking, so a change in between is not missed).
-    pub fn changes(&self) -> tokio::sync::futures::Notified<'_> {
-        self.changed.notified()
+    /// The tasks' one "enable the notification, look, wait" loop (as
+    /// `jobs`' table has its own): calls `look` and awaits what it returns
+    /// until that breaks with the answer, again after every change to any
+    /// task. The notification is enabled *before* `look` reads the records,
+    /// so a change while it looks (or while its future sends what it saw)
+    /// is never lost. Cancel by dropping the future.
+    pub async fn watch<R, Look>(&self, mut look: impl FnMut() -> Look) -> R
+    where
+        Look: Future<Output = ControlFlow<R>>,
+    {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let ControlFlow::Break(r) = look().await {
+                return r;
+            }
+            changed.await;
+        }
     }
 
     /// Removes task `tag` (its TTL ran out); returns its job, which the

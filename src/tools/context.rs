@@ -1,6 +1,11 @@
-//! What a tool call can reach: the shared server state ([`App`]) and the
-//! call's own context ([`Call`]): its cancellation, its progress text, the
-//! revision it is served in and what its client declared. Nothing here names a session or a transport.
+//! What a tool call can reach: its server, narrowed to what a tool needs
+//! ([`Host`]: the job service, the policies, the settings, the rendering),
+//! and the call's own context ([`Call`]): its cancellation, its progress
+//! text, the revision it is served in and what its client declared.
+//!
+//! Nothing here names a session, a transport or the server's state: the
+//! server implements [`Host`] and hands each call an `Arc<dyn Host>`, so
+//! the dependency points from `server` to `tools` only.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -12,31 +17,31 @@ use crate::jobs::Jobs;
 use crate::jobs::result::{Fields, View};
 use crate::policy::cwd::CwdPolicy;
 use crate::policy::identity::JobPolicy;
-use crate::policy::redact::Redactor;
 use crate::protocol::era::Client;
 use crate::protocol::version::Revision;
 
-/// The state every session shares: the job service, the policies and the
-/// settings.
-pub struct App {
+/// What a tool reaches of the server that hosts it: the job service, the
+/// cwd and job policies, the settings, and how results are rendered. The
+/// server's shared state is the one implementation; a tool sees only this,
+/// never the MCP Tasks, a session or a listener.
+pub trait Host: Send + Sync {
     /// The job service (process-wide table, spawning, signalling).
-    pub jobs: Jobs,
-    /// The MCP Tasks (SPEC §19): records beside the jobs they own.
-    pub tasks: crate::tasks::Tasks,
-    /// Where jobs may start (SPEC §12.5).
-    pub cwd: CwdPolicy,
-    /// Secret redaction of returned output, when on (SPEC §12.6).
-    pub redact: Option<Redactor>,
-    /// What `user` and `limits` may ask for (SPEC §16).
-    pub job_policy: JobPolicy,
+    fn jobs(&self) -> &Jobs;
+    /// Where jobs may start and files may be read or written.
+    fn cwd(&self) -> &CwdPolicy;
+    /// What `user` and `limits` may ask for.
+    fn job_policy(&self) -> &JobPolicy;
     /// Settings.
-    pub config: Config,
+    fn config(&self) -> &Config;
+    /// How results are rendered for a request of `revision`, with this
+    /// server's redaction.
+    fn view(&self, revision: Revision) -> View<'_>;
 }
 
 /// One running tool call.
 pub struct Call {
-    /// Shared state.
-    pub app: Arc<App>,
+    /// What the call reaches of its server.
+    pub host: Arc<dyn Host>,
     /// Cancelled by `notifications/cancelled` for this request, by the end
     /// of its session, and by server shutdown.
     pub cancel: CancellationToken,
@@ -55,34 +60,6 @@ pub struct Call {
     pub client: Arc<Client>,
 }
 
-impl App {
-    /// Shares the state, with the job service checking every `cwd` (a job's
-    /// at launch, a shell session's when a job of it starts) under the cwd
-    /// policy (SPEC §12.5, §17). Weak: the job service is part of the App.
-    pub fn share(app: App) -> Arc<App> {
-        let app = Arc::new(app);
-        let weak = Arc::downgrade(&app);
-        app.jobs
-            .set_cwd_resolver(Box::new(move |cwd| match weak.upgrade() {
-                Some(app) => app.cwd.resolve(cwd),
-                None => Ok(cwd.map_or(init::Cwd::Inherit, |c| init::Cwd::Path(c.into()))),
-            }));
-        app
-    }
-
-    /// How results are rendered for a session of `revision`, with this
-    /// server's redaction.
-    pub fn view(&self, revision: Revision) -> View<'_> {
-        View {
-            fields: fields(revision),
-            redact: self
-                .redact
-                .as_ref()
-                .map(|r| r as &(dyn crate::capture::Redact + Sync)),
-        }
-    }
-}
-
 /// The job-result fields a session of `revision` sees.
 pub fn fields(revision: Revision) -> Fields {
     if revision.has_part_two() {
@@ -95,7 +72,7 @@ pub fn fields(revision: Revision) -> Fields {
 impl Call {
     /// How this call's results are rendered.
     pub fn view(&self) -> View<'_> {
-        self.app.view(self.revision)
+        self.host.view(self.revision)
     }
 
     /// The job-result fields this call's session sees.

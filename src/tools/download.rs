@@ -104,10 +104,10 @@ async fn download(call: &Call, a: &Args) -> ToolOutcome {
     let path = path_arg(a)?;
     let offset = opt_u64(a, "offset")?.unwrap_or(0);
     let length = opt_u64(a, "length")?;
-    let max = call.app.config.max_transfer_bytes;
-    let app = Arc::clone(&call.app);
+    let max = call.host.config().max_transfer_bytes;
+    let host = Arc::clone(&call.host);
     let task = transfer::blocking(move || {
-        let place = Place::resolve(&app.cwd, &path, false)?;
+        let place = Place::resolve(host.cwd(), &path, false)?;
         let opened = read::open(&place)?;
         let total = opened.size;
         if offset > total {

@@ -319,8 +319,8 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
         launch,
         nowait,
         yield_after,
-    } = parse(a, &call.app.config, &call.app.job_policy, call.revision)?;
-    let jobs = &call.app.jobs;
+    } = parse(a, call.host.config(), call.host.job_policy(), call.revision)?;
+    let jobs = call.host.jobs();
     let rev = call.revision;
     let id = match begin(call, launch).await? {
         Begun::Running(id) => id,
@@ -369,7 +369,7 @@ pub(crate) enum Begun {
 /// job down). The first half of `execute`, shared with a task-augmented
 /// call (SPEC §19), which launches the job owned by its task.
 pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
-    let jobs = &call.app.jobs;
+    let jobs = call.host.jobs();
     let launched = match jobs.launch_leaving_stdin(launch) {
         Ok(launched) => launched,
         // The breaker's refusal is the job's start error (SPEC §12.7).
@@ -423,11 +423,11 @@ pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
 /// call (a terminal job no longer changes). `None` while it runs or once
 /// it is gone.
 pub(crate) fn kept_result(
-    app: &super::App,
+    host: &dyn super::Host,
     revision: Revision,
     id: JobId,
 ) -> Option<crate::protocol::result::CallResult> {
-    let result = app.jobs.kept_result(id, &app.view(revision))?;
+    let result = host.jobs().kept_result(id, &host.view(revision))?;
     let bytes = result.data_bytes();
     Some(crate::protocol::result::CallResult::Success {
         payload: Payload::object(result).sized(bytes),
@@ -453,8 +453,8 @@ fn rendered(call: &Call, job: &Job) -> Payload {
 /// `{job_id, state, label?, yielded?}` of a job that runs on.
 fn running(call: &Call, id: JobId, yielded: Option<bool>) -> ToolOutcome {
     let status = call
-        .app
-        .jobs
+        .host
+        .jobs()
         .status(id, call.fields())
         .ok_or(ToolError::DeliveredElsewhere(id))?;
     Ok(Payload::object(Started { status, yielded }))
@@ -465,7 +465,7 @@ fn running(call: &Call, id: JobId, yielded: Option<bool>) -> ToolOutcome {
 /// tears every job down itself, after answering.
 async fn abandon(call: &Call, id: JobId, cancelled: Fail) -> Fail {
     if !call.shutdown.is_cancelled() {
-        call.app.jobs.teardown(id).await;
+        call.host.jobs().teardown(id).await;
     }
     cancelled
 }

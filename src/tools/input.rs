@@ -118,7 +118,7 @@ async fn input(call: &Call, a: &Args) -> ToolOutcome {
     let id = args::job_id_not_empty(a)?;
     let mut data = args::opt_str(a, "data")?.unwrap_or("").as_bytes().to_vec();
     let close = args::opt_bool(a, "close")?;
-    let jobs = &call.app.jobs;
+    let jobs = &call.host.jobs();
     if call.revision.has_terminals() {
         data.extend(keys(a, jobs.application_cursor(id))?);
         if let Some(size) = resize(a)? {

@@ -167,12 +167,15 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
             DeathWait::Draining => "waiting for the process group to drain",
         });
     };
-    let signalled = cancellable(&call.cancel, call.app.jobs.signal(id, plan, wait, on_wait))
-        .await?
-        .map_err(|e| match e {
-            JobSignalError::Unknown(id) => ToolError::unknown(id),
-            JobSignalError::Failed(e) => ToolError::SignalFailed(e.to_string()),
-        })?;
+    let signalled = cancellable(
+        &call.cancel,
+        call.host.jobs().signal(id, plan, wait, on_wait),
+    )
+    .await?
+    .map_err(|e| match e {
+        JobSignalError::Unknown(id) => ToolError::unknown(id),
+        JobSignalError::Failed(e) => ToolError::SignalFailed(e.to_string()),
+    })?;
     let mut out = Killed::new(id, true);
     let mut claimed = None;
     match signalled {
@@ -214,7 +217,7 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
     let bytes = out.result.as_ref().map_or(0, JobResult::data_bytes);
     let payload = Payload::object(out).sized(bytes.saturating_add(held));
     Ok(match claimed {
-        Some(job) => payload.on_lost(call.app.jobs.put_back(vec![*job])),
+        Some(job) => payload.on_lost(call.host.jobs().put_back(vec![*job])),
         None => payload,
     })
 }

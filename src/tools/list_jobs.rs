@@ -80,8 +80,8 @@ fn run<'a>(call: &'a Call, _: &'a Args) -> Running<'a> {
 
 fn list(call: &Call) -> ToolOutcome {
     let jobs = call
-        .app
-        .jobs
+        .host
+        .jobs()
         .list()
         .into_iter()
         .map(|l| {

@@ -34,7 +34,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 
 pub use args::Args;
-pub use context::{App, Call, ProgressText};
+pub use context::{Call, Host, ProgressText};
 pub use error::{Fail, ToolError};
 
 use crate::protocol::ErrorCode;

@@ -47,8 +47,8 @@ fn output(call: &Call, a: &Args) -> ToolOutcome {
     let (stdout, stderr) = (spec("stdout")?, spec("stderr")?);
     let id = args::job_id(a)?;
     let out = call
-        .app
-        .jobs
+        .host
+        .jobs()
         .read(id, &stdout, &stderr, &call.view())
         .ok_or_else(|| ToolError::unknown(id))?;
     let bytes = out.data_bytes();

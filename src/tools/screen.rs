@@ -58,7 +58,7 @@ fn screen(call: &Call, a: &Args) -> ToolOutcome {
             })?,
     };
     let view = call.view();
-    match call.app.jobs.screen(id, scrollback, view.redact) {
+    match call.host.jobs().screen(id, scrollback, view.redact) {
         Ok(view) => Ok(Payload::object(view)),
         Err(TerminalError::NotTerminal) => Err(ToolError::NotTerminal(id).into()),
         Err(TerminalError::Queued) => Err(ToolError::NotStarted(id).into()),

@@ -93,7 +93,7 @@ fn entry<V: Serialize>(
     variables: impl FnOnce(Vec<String>) -> V,
 ) -> Entry<V> {
     Entry {
-        busy: call.app.jobs.shell_session_busy(&s.name),
+        busy: call.host.jobs().shell_session_busy(&s.name),
         session: s.name,
         cwd: s.cwd.map(|c| c.to_string_lossy().into_owned()),
         variables: s.variables.map(variables),
@@ -120,7 +120,7 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 fn shell_sessions(call: &Call, a: &Args) -> ToolOutcome {
-    let sessions = call.app.jobs.shell_sessions();
+    let sessions = call.host.jobs().shell_sessions();
     let action = args::opt_str(a, "action")?;
     let name = || -> Result<String, ToolError> {
         match args::opt_str(a, "session")? {

@@ -32,8 +32,8 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 fn status(call: &Call, a: &Args) -> ToolOutcome {
     let id = args::job_id(a)?;
     let status = call
-        .app
-        .jobs
+        .host
+        .jobs()
         .status_with_input(id, call.fields())
         .ok_or_else(|| ToolError::unknown(id))?;
     Ok(Payload::object(status))

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::{App, Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
+use super::{Args, Call, Effect, Host, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::files::commit::{self, Committed, Options};
 use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
@@ -288,14 +288,14 @@ fn run<'a>(call: &'a Call, a: &'a Args) -> Running<'a> {
 }
 
 async fn upload(call: &Call, a: &Args) -> ToolOutcome {
-    let req = parse(a, call.app.config.max_transfer_bytes)?;
-    let app = Arc::clone(&call.app);
+    let req = parse(a, call.host.config().max_transfer_bytes)?;
+    let host = Arc::clone(&call.host);
     if let Source::Url { .. } = req.source {
         // A fetch may take a while: progress ticks keep a client's timeout reset.
         call.progress.set("upload still fetching its file");
-        return cancellable(&call.cancel, fetched(app, req)).await?;
+        return cancellable(&call.cancel, fetched(host, req)).await?;
     }
-    let task = transfer::blocking(move || write(&app.cwd, req));
+    let task = transfer::blocking(move || write(host.cwd(), req));
     let done = cancellable(&call.cancel, task)
         .await?
         .map_err(|e| ToolError::File(e.to_string()))?;
@@ -306,14 +306,14 @@ async fn upload(call: &Call, a: &Args) -> ToolOutcome {
 /// fetched for a path that would be refused), then the fetch streamed into
 /// its commit. Dropped when the call is cancelled, which ends the fetch.
 #[cfg(feature = "https-fetch")]
-async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
+async fn fetched(host: Arc<dyn Host>, req: Upload) -> ToolOutcome {
     let Source::Url { url, file_id } = req.source else {
         return Err(ToolError::invalid("not a file reference").into());
     };
     let (path, mkdirs) = (req.path, req.mkdirs);
-    let policy = Arc::clone(&app);
+    let policy = Arc::clone(&host);
     let place = transfer::blocking(move || -> Result<Place, FileError> {
-        let place = Place::resolve(&policy.cwd, &path, mkdirs)?;
+        let place = Place::resolve(policy.cwd(), &path, mkdirs)?;
         place.not_a_root("written over")?;
         if let Some(st) = files::read::lstat(&place)?
             && !files::read::is_regular(&st)
@@ -325,9 +325,9 @@ async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
     .await
     .map_err(|e| ToolError::File(e.to_string()))?;
     let limits = files::fetch::Limits {
-        max_bytes: app.config.max_transfer_bytes as u64,
-        timeout: app.config.fetch_timeout,
-        ca_file: app.config.ca_file.as_ref().map(PathBuf::from),
+        max_bytes: host.config().max_transfer_bytes as u64,
+        timeout: host.config().fetch_timeout,
+        ca_file: host.config().ca_file.as_ref().map(PathBuf::from),
     };
     let committed = files::fetch::fetch_into(&url, &limits, place, req.sha256, req.opts)
         .await
@@ -336,7 +336,7 @@ async fn fetched(app: Arc<App>, req: Upload) -> ToolOutcome {
 }
 
 #[cfg(not(feature = "https-fetch"))]
-async fn fetched(_: Arc<App>, _: Upload) -> ToolOutcome {
+async fn fetched(_: Arc<dyn Host>, _: Upload) -> ToolOutcome {
     Err(ToolError::invalid("\"file\" is not supported by this build of mcp-exec").into())
 }
 

@@ -217,7 +217,7 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
     let ids = parse_ids(a)?;
     let timeout = match super::args::opt_seconds(a, "timeout")? {
         Some(t) => t,
-        None => call.app.config.default_timeout.as_secs_f64(),
+        None => call.host.config().default_timeout.as_secs_f64(),
     };
     let until = if call.revision.has_part_two() {
         parse_until(a)?
@@ -228,8 +228,8 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
     let view = call.view();
     call.progress.set("waiting for jobs");
     let waited = call
-        .app
-        .jobs
+        .host
+        .jobs()
         .wait_any(&ids, Some(deadline), until.as_ref(), view.redact);
     let entries = cancellable(&call.cancel, waited)
         .await?
@@ -241,7 +241,7 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
     let mut claimed = Vec::new();
     let out: Vec<Entry> = entries
         .into_iter()
-        .map(|e| render(e, &call.app.jobs, &view, &mut claimed))
+        .map(|e| render(e, call.host.jobs(), &view, &mut claimed))
         .collect();
     let bytes = out
         .iter()
@@ -257,7 +257,7 @@ async fn wait(call: &Call, a: &Args) -> ToolOutcome {
     Ok(if claimed.is_empty() {
         payload
     } else {
-        payload.on_lost(call.app.jobs.put_back(claimed))
+        payload.on_lost(call.host.jobs().put_back(claimed))
     })
 }
 

@@ -1,9 +1,18 @@
-//! Transports: how messages reach a session and leave it.
+//! Transports: how requests reach the server and answers leave it.
 //!
-//! A transport frames bytes into messages, hands each to a
-//! [`McpSession`](super::session::McpSession) with the [`Outbox`](super::outbox::Outbox)
-//! its answers go to, and writes what that outbox yields. It knows nothing
-//! of methods, tools or jobs.
+//! Two kinds live here, on the floor (`crate::net`) for their listeners:
+//!
+//! - **MCP's** (stdio, and HTTP's `/mcp`) frame bytes into messages, hand
+//!   each to a [`McpSession`](super::session::McpSession) with the
+//!   [`Outbox`](super::outbox::Outbox) its answers go to, and write what
+//!   that outbox yields. They know no method, tool or job: the session
+//!   dispatches.
+//! - **The other front-ends** (`POST /exec`, terminal attach, `/files`,
+//!   `/ports`, envd, sandboxd) each parse their own wire format, call the
+//!   verbs of `jobs::Jobs` and the file engine (`crate::files`), and render
+//!   the answers; `POST /exec` and envd's and sandboxd's process calls read
+//!   their launch with `execute`'s parser. None reaches into the job table
+//!   (`scripts/check-layers.sh`).
 //!
 //! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
 //! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.

@@ -44,7 +44,7 @@ use crate::files::place::Place;
 use crate::files::transfer::{Frames, Received, blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::net::body::Body;
-use crate::tools::App;
+use crate::server::app::App;
 
 /// The most `file` parts one multipart request may carry.
 pub const MAX_PARTS: usize = 1000;

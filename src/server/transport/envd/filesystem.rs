@@ -47,7 +47,7 @@ use crate::files::place::Place;
 use crate::files::transfer::blocking;
 use crate::files::{FileError, Kind, path, tree};
 use crate::policy::cwd::CwdPolicy;
-use crate::tools::App;
+use crate::server::app::App;
 
 /// The most entries one `ListDir` answers.
 pub const MAX_ENTRIES: usize = 100_000;

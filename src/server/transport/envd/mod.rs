@@ -48,7 +48,7 @@ use crate::net::{
     self,
     accept::{self, Protocol},
 };
-use crate::tools::App;
+use crate::server::app::App;
 use connect::{Code, Reply};
 
 /// The envd listener's settings, validated at start-up.

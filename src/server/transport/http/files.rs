@@ -302,7 +302,7 @@ fn sse_event(name: &str, body: &serde_json::Value) -> Bytes {
 }
 
 async fn put(
-    app: Arc<crate::tools::App>,
+    app: Arc<crate::server::app::App>,
     req: Request<Incoming>,
     target: PathBuf,
     query: &Query<'_>,
@@ -368,7 +368,7 @@ enum Found {
 }
 
 async fn get(
-    app: Arc<crate::tools::App>,
+    app: Arc<crate::server::app::App>,
     target: PathBuf,
     query: &Query<'_>,
     range: Option<String>,

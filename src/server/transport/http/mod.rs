@@ -72,7 +72,7 @@ use crate::net::{
     gate,
     http::{InFlight, Mount},
 };
-use crate::tools::App;
+use crate::server::app::App;
 pub use settings::HttpSettings;
 use state::{HttpSession, HttpState, lock};
 

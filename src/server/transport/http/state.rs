@@ -19,8 +19,8 @@ use super::HttpSettings;
 use super::settings::Origins;
 use crate::net::gate::Gate;
 use crate::net::http::{InFlight, Mount};
+use crate::server::app::App;
 use crate::server::session::McpSession;
-use crate::tools::App;
 
 /// One HTTP session (`Mcp-Session-Id`): the MCP session it carries and its use.
 pub(super) struct HttpSession {

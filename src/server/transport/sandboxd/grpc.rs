@@ -78,7 +78,8 @@ use crate::net::{
     status::Code,
 };
 use crate::protocol::version::{LATEST, Revision};
-use crate::tools::{App, ToolError};
+use crate::server::app::App;
+use crate::tools::ToolError;
 
 /// The path prefix of every method.
 const SERVICE: &str = "/process.v1.ProcessService/";

@@ -61,9 +61,9 @@ use crate::net::{
     accept::{self, Protocol},
 };
 use crate::policy::cwd::CwdPolicy;
+use crate::server::app::App;
 use crate::server::transport::http::transfer::{json_reply, send_file};
 use crate::server::transport::platform::{Platform, PlatformAuth, Refusal};
-use crate::tools::App;
 
 /// The names `/v1/metadata` never shows, whatever the prefix (sandboxd's
 /// `sensitiveEnvMarkers`, matched anywhere in the upper-cased name).
