@@ -21,8 +21,8 @@
 #    server's state (`App`), a session or a transport; and nothing in tools
 #    holds a `Weak` back to the server.
 # 8. One wait loop per table: the "enable the notification, look, wait"
-#    loop is written twice in the crate, `JobTable::watch` (src/jobs/table.rs)
-#    for the jobs and `Tasks::watch` (src/tasks/mod.rs) for the MCP Tasks;
+#    loop is written twice in the crate, `JobTable::wait_for` (src/jobs/table.rs)
+#    for the jobs and `Tasks::wait_for` (src/tasks/mod.rs) for the MCP Tasks;
 #    everything else that waits passes them a check (no `.notified()` or
 #    `.enable()` elsewhere).
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
@@ -144,7 +144,7 @@ hits=$(grep -rnE --include='*.rs' '\.notified\(\)|\.enable\(\)' src |
     grep -vE '^src/(jobs/table|tasks/mod)\.rs:')
 if [[ -n $hits ]]; then
     while IFS= read -r line; do
-        echo "check-layers: wait through JobTable::watch or Tasks::watch, not a loop of your own: $line" >&2
+        echo "check-layers: wait through JobTable::wait_for or Tasks::wait_for, not a loop of your own: $line" >&2
     done <<<"$hits"
     status=1
 fi

@@ -126,7 +126,7 @@ impl Follow<'_> {
         }
         let table = &self.jobs.shared.table;
         table
-            .watch(true, || {
+            .wait_for(true, || {
                 let Some(seen) = table.with(self.id, |j| self.look(j)) else {
                     self.ended = true;
                     return Check::Done(None);
@@ -346,7 +346,7 @@ impl RawFollow<'_> {
             redact: None,
         };
         table
-            .watch(true, || {
+            .wait_for(true, || {
                 let look = table.with(self.id, |j| {
                     let w = &j.stdout;
                     if self.offset < w.dropped() {

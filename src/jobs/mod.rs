@@ -36,7 +36,7 @@
 //!   its one validation into a [`Launch`].
 //! - [`state`]: job ids, states and owners.
 //! - [`table`]: the table, its exactly-once claims, its admission queue and
-//!   its one wait loop ([`table::JobTable::watch`]).
+//!   its one wait loop ([`table::JobTable::wait_for`]).
 //! - [`runner`]: the per-job task that reads the pipes, records the exit and
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
@@ -418,7 +418,7 @@ impl Shared {
     /// reads the last output before it marks it terminal).
     async fn terminal(&self, id: JobId) {
         self.table
-            .watch(false, || {
+            .wait_for(false, || {
                 match self.table.with(id, |j| j.state.is_terminal()) {
                     Some(false) => Check::AGAIN,
                     Some(true) | None => Check::Done(()),

@@ -106,7 +106,7 @@ impl Jobs {
         let table = &shared.table;
         let owner = table.with(id, |j| j.owner).unwrap_or(Owner::Caller);
         let before = table
-            .watch(false, || {
+            .wait_for(false, || {
                 let early = |s| Check::Done(Ok(Before::Answered(s)));
                 match table.cancel_queued(id) {
                     Some(Cancelled::InPlace) => {
@@ -193,7 +193,7 @@ impl Jobs {
             return Delivery::Elsewhere;
         }
         table
-            .watch(false, || match table.claim(id) {
+            .wait_for(false, || match table.claim(id) {
                 Claim::Delivered(job) => Check::Done(Delivery::Here(job)),
                 Claim::Unknown => Check::Done(Delivery::Elsewhere),
                 Claim::Running => Check::AGAIN,

@@ -31,7 +31,7 @@
 //!   request that starts after the job left finds no record.
 //! - Every state change that a waiter may care about (started, terminal,
 //!   removed) is followed by [`Notify::notify_waiters`] on `changed`, and
-//!   every output chunk by the same on `output`. [`JobTable::watch`] is the
+//!   every output chunk by the same on `output`. [`JobTable::wait_for`] is the
 //!   one loop that waits on them: it enables its `Notified` before it checks
 //!   the table, so no wake-up is lost.
 //! - **Admission** (SPEC §12.3): every job enters as `Queued` and the FIFO
@@ -280,7 +280,7 @@ pub struct QueueFull {
     pub queued: usize,
 }
 
-/// What a [`JobTable::watch`] check decided.
+/// What a [`JobTable::wait_for`] check decided.
 pub(super) enum Check<R> {
     /// Done: this is the answer.
     Done(R),
@@ -396,7 +396,7 @@ impl JobTable {
     /// asked for. The `Notified` futures are enabled *before* `check` looks
     /// at the table, so a change between the look and the wait is never
     /// lost. Cancel by dropping the future.
-    pub(super) async fn watch<R>(&self, output: bool, mut check: impl FnMut() -> Check<R>) -> R {
+    pub(super) async fn wait_for<R>(&self, output: bool, mut check: impl FnMut() -> Check<R>) -> R {
         loop {
             let changed = self.changed.notified();
             let written = self.output.notified();
@@ -1147,7 +1147,7 @@ mod tests {
     fn removing_a_job_wakes_waiters_and_cancels_its_runner_token() {
         let (t, ids) = table_with(&[None]);
         let token = t.with(ids[0], |j| j.removed.clone()).unwrap();
-        let gone = t.watch(false, || match t.with(ids[0], |_| ()) {
+        let gone = t.wait_for(false, || match t.with(ids[0], |_| ()) {
             Some(()) => Check::AGAIN,
             None => Check::Done(()),
         });

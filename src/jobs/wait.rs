@@ -18,7 +18,7 @@
 //! reported.
 //!
 //! Awaiting input has no event of its own: while a listed job is silent
-//! and not reading, the one wait loop ([`super::table::JobTable::watch`])
+//! and not reading, the one wait loop ([`super::table::JobTable::wait_for`])
 //! looks again on a bounded backoff (5 ms doubling to 100 ms, from
 //! [`super::awaiting`]), restarted by the job's next output, and ends on
 //! the first look that finds it reading. Other wake-ups (any job's output)
@@ -165,7 +165,7 @@ impl Jobs {
         let mut relooks: HashMap<JobId, Relook> = HashMap::new();
         let mut port_look: Option<PortLook> = None;
         table
-            .watch(until.is_some(), || {
+            .wait_for(until.is_some(), || {
                 let entries = match table.claim_terminal_among(ids) {
                     Ok(entries) => entries,
                     Err(missing) => return Check::Done(Err(WaitError::Unknown(missing))),

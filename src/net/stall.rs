@@ -53,7 +53,7 @@ impl<T> Stalls<T> {
         })
     }
 
-    fn watch<R>(
+    fn timed<R>(
         &mut self,
         cx: &mut Context<'_>,
         polled: Poll<io::Result<R>>,
@@ -84,7 +84,7 @@ impl<T: Write + Unpin> Write for Stalls<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.watch(cx, polled)
+        this.timed(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -94,7 +94,7 @@ impl<T: Write + Unpin> Write for Stalls<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.watch(cx, polled)
+        this.timed(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -104,12 +104,12 @@ impl<T: Write + Unpin> Write for Stalls<T> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_flush(cx);
-        this.watch(cx, polled)
+        this.timed(cx, polled)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.watch(cx, polled)
+        this.timed(cx, polled)
     }
 }

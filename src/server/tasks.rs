@@ -752,7 +752,7 @@ pub async fn listen(
     > = std::sync::Mutex::default();
     let (seen, tags) = (&seen, &tags);
     app.tasks
-        .watch(|| async move {
+        .wait_for(|| async move {
             let mut open = false;
             for tag in tags {
                 let Some(s) = app.tasks.get(*tag, requestor) else {

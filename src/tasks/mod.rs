@@ -443,7 +443,7 @@ impl Tasks {
     /// Waits until task `tag` (as `requestor` sees it) is terminal; `None`
     /// if there is no such task (or it expired meanwhile).
     pub async fn terminal(&self, tag: TaskTag, requestor: Requestor) -> Option<Snapshot> {
-        self.watch(|| {
+        self.wait_for(|| {
             std::future::ready(match self.get(tag, requestor) {
                 None => ControlFlow::Break(None),
                 Some(now) if now.status.is_terminal() => ControlFlow::Break(Some(now)),
@@ -459,7 +459,7 @@ impl Tasks {
     /// task. The notification is enabled *before* `look` reads the records,
     /// so a change while it looks (or while its future sends what it saw)
     /// is never lost. Cancel by dropping the future.
-    pub async fn watch<R, Look>(&self, mut look: impl FnMut() -> Look) -> R
+    pub async fn wait_for<R, Look>(&self, mut look: impl FnMut() -> Look) -> R
     where
         Look: Future<Output = ControlFlow<R>>,
     {
