@@ -83,7 +83,7 @@ pub use init::WindowSize;
 pub use launch::{CwdResolver, Launch, LaunchError, Launched};
 pub use ports::{Port, ProxyLook};
 pub use request::{LaunchRequest, RequestError, TerminalSize};
-use result::{Fields, JobResult, Status, View};
+use result::{Fields, JobResult, JobStatus, View};
 pub use shell_session::{ShellSessions, Shown};
 pub use signal::{Delivery, JobSignalError, Plan, Signalled};
 pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
@@ -241,14 +241,14 @@ impl Jobs {
     /// Job `id`'s status as `fields` show it; never removes it. It does not
     /// look for awaiting input (the status shape of `execute`'s and
     /// `input`'s answers): [`Jobs::status_with_input`] does.
-    pub fn status(&self, id: JobId, fields: Fields) -> Option<Status> {
-        self.shared.table.with(id, |j| Status::of(j, fields))
+    pub fn status(&self, id: JobId, fields: Fields) -> Option<JobStatus> {
+        self.shared.table.with(id, |j| JobStatus::of(j, fields))
     }
 
     /// [`Jobs::status`], and with Part II fields a running job blocked
     /// reading its input says so (SPEC §20.1: the `status` tool), and one
     /// that listens names its ports (SPEC §22).
-    pub fn status_with_input(&self, id: JobId, fields: Fields) -> Option<Status> {
+    pub fn status_with_input(&self, id: JobId, fields: Fields) -> Option<JobStatus> {
         let status = self.status(id, fields)?;
         let running = fields.has_part_two() && status.state == "running";
         let awaiting = running

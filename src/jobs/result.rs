@@ -74,7 +74,7 @@ pub struct View<'a> {
 
 /// `{job_id, state, queued_for?, label?, exit_code?, signal?, signal_number?, start_error?}`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Status {
+pub struct JobStatus {
     /// `job-N`.
     pub job_id: JobId,
     /// `queued`, `running`, `success` or `error`.
@@ -110,7 +110,7 @@ pub struct Status {
     pub ports: Option<Vec<Port>>,
 }
 
-impl Status {
+impl JobStatus {
     /// The status of job `id` in `phase`, as `fields` show it.
     pub fn new(
         id: JobId,
@@ -118,7 +118,7 @@ impl Status {
         cause: Option<Cause>,
         label: Option<&str>,
         fields: Fields,
-    ) -> Status {
+    ) -> JobStatus {
         let part_two = fields.has_part_two();
         let state = match phase {
             JobPhase::Queued if !part_two => "running",
@@ -127,7 +127,7 @@ impl Status {
             p if p.is_terminal() && cause.is_some_and(Cause::is_deadline) => "error",
             p => p.name(),
         };
-        let mut s = Status {
+        let mut s = JobStatus {
             job_id: id,
             state,
             queued_for: (part_two && *phase == JobPhase::Queued).then_some(QUEUED_FOR[0]),
@@ -158,8 +158,8 @@ impl Status {
     }
 
     /// The status of a job.
-    pub fn of(job: &Job, fields: Fields) -> Status {
-        Status::new(
+    pub fn of(job: &Job, fields: Fields) -> JobStatus {
+        JobStatus::new(
             job.id,
             &job.phase(),
             job.cause,
@@ -171,7 +171,7 @@ impl Status {
     }
 
     /// `tty: true` for a terminal job, in the fields that have it.
-    fn on_terminal(mut self, tty: bool, fields: Fields) -> Status {
+    fn on_terminal(mut self, tty: bool, fields: Fields) -> JobStatus {
         if tty && fields.has_part_two() {
             self.tty = Some(true);
         }
@@ -180,7 +180,7 @@ impl Status {
 
     /// `queued_for: "shell_session"` for a job queued behind an earlier job
     /// of its shell session (SPEC §17).
-    fn waiting_for_shell_session(mut self, waits: bool) -> Status {
+    fn waiting_for_shell_session(mut self, waits: bool) -> JobStatus {
         if waits && self.queued_for.is_some() {
             self.queued_for = Some(QUEUED_FOR[1]);
         }
@@ -189,7 +189,7 @@ impl Status {
 
     /// `awaiting_input: true` when `yes` (a look found it blocked reading
     /// its input; SPEC §20.1), for Part II fields only.
-    pub fn awaiting_input(mut self, yes: bool) -> Status {
+    pub fn awaiting_input(mut self, yes: bool) -> JobStatus {
         if yes && self.queued_for.is_none() && self.exit_code.is_none() {
             self.awaiting_input = Some(true);
         }
@@ -198,7 +198,7 @@ impl Status {
 
     /// `ports` when a look found the running job listening (SPEC §22),
     /// for Part II fields only (the caller looks only for those).
-    pub fn listening(mut self, ports: Vec<Port>) -> Status {
+    pub fn listening(mut self, ports: Vec<Port>) -> JobStatus {
         if !ports.is_empty() && self.queued_for.is_none() && self.exit_code.is_none() {
             self.ports = Some(ports);
         }
@@ -206,13 +206,13 @@ impl Status {
     }
 
     /// The status of a listed job.
-    pub fn listed(l: &Listed, fields: Fields) -> Status {
+    pub fn listed(l: &Listed, fields: Fields) -> JobStatus {
         let ports = if fields.has_part_two() {
             l.ports.clone()
         } else {
             Vec::new()
         };
-        Status::new(l.id, &l.phase, None, l.label.as_deref(), fields)
+        JobStatus::new(l.id, &l.phase, None, l.label.as_deref(), fields)
             .waiting_for_shell_session(l.waits_for_shell_session)
             .on_terminal(l.tty, fields)
             .awaiting_input(l.awaiting_input && fields.has_part_two())
@@ -220,8 +220,8 @@ impl Status {
     }
 
     /// How a job ended whose result another request took.
-    pub fn gone(g: &Gone, fields: Fields) -> Status {
-        Status::new(g.id, &g.phase, g.cause, g.label.as_deref(), fields)
+    pub fn gone(g: &Gone, fields: Fields) -> JobStatus {
+        JobStatus::new(g.id, &g.phase, g.cause, g.label.as_deref(), fields)
     }
 }
 
@@ -240,7 +240,7 @@ pub const fn signal_exit_code(signo: i32) -> i32 {
 pub struct JobResult {
     /// The status fields.
     #[serde(flatten)]
-    pub status: Status,
+    pub status: JobStatus,
     /// The server ended the job at a deadline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timed_out: Option<bool>,
@@ -268,7 +268,7 @@ pub struct JobResult {
 }
 
 impl JobResult {
-    /// Status (plus timing and cause once terminal) and the slices asked for
+    /// JobStatus (plus timing and cause once terminal) and the slices asked for
     /// (a `none` spec omits its stream).
     pub fn with_streams(
         job: &Job,
@@ -288,7 +288,7 @@ impl JobResult {
             }
         };
         let mut r = JobResult {
-            status: Status::of(job, fields),
+            status: JobStatus::of(job, fields),
             timed_out: None,
             cause: None,
             started_at: None,
@@ -317,7 +317,7 @@ impl JobResult {
     pub fn gone(g: &Gone, fields: Fields) -> JobResult {
         let cause = g.cause.filter(|_| fields.has_part_two());
         JobResult {
-            status: Status::gone(g, fields),
+            status: JobStatus::gone(g, fields),
             timed_out: cause.and_then(|c| c.is_deadline().then_some(true)),
             cause: cause.map(Cause::name),
             started_at: None,
@@ -364,7 +364,8 @@ mod tests {
     #[test]
     fn only_a_deadline_turns_an_exit_0_into_an_error() {
         let fields = Fields::PartTwo;
-        let state = |cause| Status::new(JobId(1), &JobPhase::Exited(0), cause, None, fields).state;
+        let state =
+            |cause| JobStatus::new(JobId(1), &JobPhase::Exited(0), cause, None, fields).state;
         assert_eq!(state(None), "success");
         assert_eq!(state(Some(Cause::Shutdown)), "success");
         assert_eq!(state(Some(Cause::Killed)), "success");

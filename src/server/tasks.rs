@@ -43,7 +43,7 @@ use crate::protocol::era::ResultType;
 use crate::protocol::result::CallResult;
 use crate::protocol::{self, ErrorCode, RequestId};
 use crate::server::app::App;
-use crate::tasks::{self, Final, Format, NewTask, Requestor, Snapshot, Status};
+use crate::tasks::{self, Final, Format, NewTask, Requestor, Snapshot, TaskStatus};
 use crate::tools::execute::{self, Begun};
 use crate::tools::{self, Call, CallError, Fail, ProgressText, ToolError};
 
@@ -213,13 +213,13 @@ async fn create(
                 structured,
             };
             hint = "The command ended at once; its result comes with the task.".into();
-            end_at_once(app, tag, Status::Completed, &result, created);
+            end_at_once(app, tag, TaskStatus::Completed, &result, created);
         }
         Err(Fail::Tool(e)) => {
             let text = e.to_string();
             hint = text.clone();
             let result = CallResult::Error(text);
-            end_at_once(app, tag, Status::Failed, &result, created);
+            end_at_once(app, tag, TaskStatus::Failed, &result, created);
         }
         Err(Fail::Cancelled) => {
             hint = "The call was cancelled before its job started.".into();
@@ -227,8 +227,12 @@ async fn create(
                 code: ErrorCode::REQUEST_CANCELLED.0,
                 message: "request cancelled".into(),
             };
-            app.tasks
-                .finish(tag, Status::Cancelled, Some("cancelled".into()), Some(kept));
+            app.tasks.finish(
+                tag,
+                TaskStatus::Cancelled,
+                Some("cancelled".into()),
+                Some(kept),
+            );
             tokio::spawn(expire(Arc::clone(app), tag, created.expires));
         }
     }
@@ -246,7 +250,7 @@ async fn create(
 fn end_at_once(
     app: &Arc<App>,
     tag: crate::jobs::TaskTag,
-    status: Status,
+    status: TaskStatus,
     result: &CallResult,
     created: tasks::Created,
 ) {
@@ -328,7 +332,8 @@ async fn drive(
                 .as_ref()
                 .and_then(|s| execute::kept_result(app.as_ref(), s.revision, id));
             let format = now.map_or(Format::Augmented, |s| s.format);
-            let status = Status::of_result(format, matches!(result, Some(CallResult::Error(_))));
+            let status =
+                TaskStatus::of_result(format, matches!(result, Some(CallResult::Error(_))));
             let message = app
                 .jobs
                 .status(id, crate::jobs::result::Fields::PartTwo)
@@ -348,7 +353,7 @@ async fn drive(
             let message = format!("{id} is gone");
             if let Some(s) = app
                 .tasks
-                .finish(tag, Status::Failed, Some(message), Some(kept))
+                .finish(tag, TaskStatus::Failed, Some(message), Some(kept))
             {
                 notify(&reach.out, &s).await;
             }
@@ -370,7 +375,7 @@ async fn drive(
 }
 
 /// A terminal job's status line: `job-7 exited 0`.
-fn summary(id: JobId, s: &crate::jobs::result::Status) -> String {
+fn summary(id: JobId, s: &crate::jobs::result::JobStatus) -> String {
     let v = serde_json::to_value(s).unwrap_or(Value::Null);
     let state = v.get("state").and_then(Value::as_str).unwrap_or("ended");
     match v.get("exit_code").and_then(Value::as_i64) {
@@ -501,7 +506,7 @@ pub async fn result(app: &App, requestor: Requestor, id: &RequestId, params: &Va
     };
     let answer = match (s.status, app.tasks.kept(tag), s.job) {
         (_, Some(kept), _) => kept,
-        (Status::Cancelled, None, _) => Final::Error {
+        (TaskStatus::Cancelled, None, _) => Final::Error {
             code: ErrorCode::REQUEST_CANCELLED.0,
             message: format!("task {tag} was cancelled"),
         },
@@ -649,7 +654,7 @@ async fn server_directed(
 fn detailed(app: &App, s: &Snapshot) -> Value {
     let mut v = task_json_2026(s);
     let answer = match (s.status, app.tasks.kept(s.tag), s.job) {
-        (Status::Working | Status::Cancelled, ..) => None,
+        (TaskStatus::Working | TaskStatus::Cancelled, ..) => None,
         (_, Some(kept), _) => Some(kept),
         (_, None, Some(job)) => execute::kept_result(app, s.revision, job)
             .map(|r| Final::Result(serde_json::to_value(&r).unwrap_or(Value::Null))),
@@ -657,11 +662,11 @@ fn detailed(app: &App, s: &Snapshot) -> Value {
     };
     match answer {
         Some(Final::Result(r)) => {
-            v["status"] = json!(Status::Completed.as_str());
+            v["status"] = json!(TaskStatus::Completed.as_str());
             v["result"] = r;
         }
         Some(Final::Error { code, message }) => {
-            v["status"] = json!(Status::Failed.as_str());
+            v["status"] = json!(TaskStatus::Failed.as_str());
             v["error"] = json!({"code": code, "message": message});
         }
         None => {}

@@ -60,7 +60,7 @@ impl Requestor {
 /// A task's status, the union of both formats' (`input_required` is never
 /// used: a job's stdin is not a client request, SPEC §19).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
+pub enum TaskStatus {
     /// The job is queued or runs.
     Working,
     /// The call ended with a result.
@@ -71,29 +71,29 @@ pub enum Status {
     Cancelled,
 }
 
-impl Status {
+impl TaskStatus {
     /// The terminal status of a call that ended with a result, `is_error`
     /// or not, in `format`.
-    pub fn of_result(format: Format, is_error: bool) -> Status {
+    pub fn of_result(format: Format, is_error: bool) -> TaskStatus {
         match (format, is_error) {
-            (Format::Augmented, true) => Status::Failed,
-            _ => Status::Completed,
+            (Format::Augmented, true) => TaskStatus::Failed,
+            _ => TaskStatus::Completed,
         }
     }
 
     /// Its wire name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Working => "working",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
+            TaskStatus::Working => "working",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
         }
     }
 
     /// Whether it never changes again.
     pub fn is_terminal(self) -> bool {
-        self != Status::Working
+        self != TaskStatus::Working
     }
 }
 
@@ -129,7 +129,7 @@ pub struct Snapshot {
     /// Its id.
     pub tag: TaskTag,
     /// Its status.
-    pub status: Status,
+    pub status: TaskStatus,
     /// Its human message.
     pub message: Option<String>,
     /// When it was created.
@@ -259,7 +259,7 @@ impl Tasks {
         let stop = CancellationToken::new();
         let snapshot = Snapshot {
             tag: new.tag,
-            status: Status::Working,
+            status: TaskStatus::Working,
             message: new.message,
             created: now,
             updated: now,
@@ -283,7 +283,7 @@ impl Tasks {
                 },
             );
         }
-        crate::metrics::task_moved(None, Some(Status::Working.as_str()));
+        crate::metrics::task_moved(None, Some(TaskStatus::Working.as_str()));
         Ok(Created {
             snapshot,
             stop,
@@ -376,7 +376,7 @@ impl Tasks {
     pub fn finish(
         &self,
         tag: TaskTag,
-        status: Status,
+        status: TaskStatus,
         message: Option<String>,
         kept: Option<Final>,
     ) -> Option<Snapshot> {
@@ -390,7 +390,7 @@ impl Tasks {
     pub fn finish_quietly(
         &self,
         tag: TaskTag,
-        status: Status,
+        status: TaskStatus,
         message: Option<String>,
         kept: Option<Final>,
     ) -> Option<Snapshot> {
@@ -415,7 +415,7 @@ impl Tasks {
             if r.requestor != requestor || r.snapshot.status.is_terminal() {
                 return false;
             }
-            r.snapshot.status = Status::Cancelled;
+            r.snapshot.status = TaskStatus::Cancelled;
             r.snapshot.message = Some(match r.snapshot.job {
                 Some(job) => format!("cancelled: ending {job} (TERM, grace, KILL)"),
                 None => "cancelled".into(),
@@ -524,18 +524,21 @@ mod tests {
 
     #[test]
     fn an_is_error_result_fails_a_2025_task_and_completes_an_extension_task() {
-        assert_eq!(Status::of_result(Format::Augmented, true), Status::Failed);
         assert_eq!(
-            Status::of_result(Format::Augmented, false),
-            Status::Completed
+            TaskStatus::of_result(Format::Augmented, true),
+            TaskStatus::Failed
         );
         assert_eq!(
-            Status::of_result(Format::Extension, true),
-            Status::Completed
+            TaskStatus::of_result(Format::Augmented, false),
+            TaskStatus::Completed
         );
         assert_eq!(
-            Status::of_result(Format::Extension, false),
-            Status::Completed
+            TaskStatus::of_result(Format::Extension, true),
+            TaskStatus::Completed
+        );
+        assert_eq!(
+            TaskStatus::of_result(Format::Extension, false),
+            TaskStatus::Completed
         );
     }
 
@@ -605,13 +608,13 @@ mod tests {
         let t = c.snapshot.tag;
         tasks.set_job(t, Some(JobId(7)), None);
         let s = tasks.cancel(t, Requestor::Stdio).unwrap();
-        assert_eq!(s.status, Status::Cancelled);
+        assert_eq!(s.status, TaskStatus::Cancelled);
         assert!(c.stop.is_cancelled());
         assert!(s.message.unwrap().contains("job-7"));
-        assert!(tasks.finish(t, Status::Completed, None, None).is_none());
+        assert!(tasks.finish(t, TaskStatus::Completed, None, None).is_none());
         assert_eq!(
             tasks.get(t, Requestor::Stdio).unwrap().status,
-            Status::Cancelled
+            TaskStatus::Cancelled
         );
         assert_eq!(
             tasks.cancel(t, Requestor::Stdio).unwrap_err(),
@@ -623,7 +626,7 @@ mod tests {
     fn live_tasks_are_counted_by_status_in_the_metrics() {
         let tasks = Tasks::new(Duration::from_secs(60), 8);
         let t = new(&tasks, Requestor::Stdio, None).snapshot.tag;
-        tasks.finish(t, Status::Failed, None, None);
+        tasks.finish(t, TaskStatus::Failed, None, None);
         let text = crate::metrics::render(&crate::metrics::Snapshot::default());
         assert!(text.contains("# TYPE mcp_exec_tasks gauge"), "{text}");
         assert!(
@@ -648,9 +651,9 @@ mod tests {
         };
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
-        tasks.finish(t, Status::Completed, Some("done".into()), None);
+        tasks.finish(t, TaskStatus::Completed, Some("done".into()), None);
         let s = waiter.await.unwrap().unwrap();
-        assert_eq!(s.status, Status::Completed);
+        assert_eq!(s.status, TaskStatus::Completed);
         assert!(s.updated >= s.created);
         assert_eq!(tasks.remove(t), Some(JobId(3)));
         assert!(tasks.get(t, Requestor::Stdio).is_none());

@@ -29,7 +29,7 @@ use super::schema;
 use super::{Args, Call, Effect, Fail, Running, Tool, ToolError, ToolOutcome, args, cancellable};
 use crate::capture::CapturePolicy;
 use crate::config::Config;
-use crate::jobs::result::{JobResult, Status};
+use crate::jobs::result::{JobResult, JobStatus};
 use crate::jobs::{
     Job, JobId, JobPhase, Launch, LaunchError, LaunchRequest, Launched, RequestError, StdinError,
     TerminalSize, WaitEntry,
@@ -117,7 +117,7 @@ fn input_schema(rev: Revision) -> Value {
 #[derive(Serialize)]
 struct StdinFailed {
     #[serde(flatten)]
-    status: Status,
+    status: JobStatus,
     stdin_error: String,
 }
 
@@ -126,7 +126,7 @@ struct StdinFailed {
 #[derive(Serialize)]
 struct Started {
     #[serde(flatten)]
-    status: Status,
+    status: JobStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     yielded: Option<bool>,
 }
@@ -394,7 +394,7 @@ pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
                     Ok(Err(StdinError::Write { error, .. })) => {
                         let fields = call.fields();
                         let mut status = jobs.status(id, fields).unwrap_or_else(|| {
-                            Status::new(id, &JobPhase::Running, None, None, fields)
+                            JobStatus::new(id, &JobPhase::Running, None, None, fields)
                         });
                         // The answer is `{job_id, state, stdin_error}` however
                         // quickly the job ended: its result (exit code, signal)

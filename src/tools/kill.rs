@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, args, cancellable};
-use crate::jobs::result::{JobResult, Status};
+use crate::jobs::result::{JobResult, JobStatus};
 use crate::jobs::{Delivery, Job, JobId, JobSignalError, Plan, Signalled};
 use crate::protocol::result::Payload;
 
@@ -207,7 +207,7 @@ async fn kill(call: &Call, a: &Args) -> ToolOutcome {
             out.terminated = false;
             out.signal_sent = Some(sent.as_raw());
             out.escalated = Some(true).filter(|_| escalated);
-            out.state = Some(Status::new(id, &phase, cause, None, call.fields()).state);
+            out.state = Some(JobStatus::new(id, &phase, cause, None, call.fields()).state);
             out.detail = Some(detail(pgid, sent, !phase.is_terminal(), &members));
         }
     }

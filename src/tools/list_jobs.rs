@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{Args, Call, Effect, Running, Tool, ToolOutcome};
 use crate::jobs::JobId;
-use crate::jobs::result::Status;
+use crate::jobs::result::JobStatus;
 use crate::protocol::result::Payload;
 
 /// The tool.
@@ -85,7 +85,7 @@ fn list(call: &Call) -> ToolOutcome {
         .list()
         .into_iter()
         .map(|l| {
-            let s = Status::listed(&l, call.fields());
+            let s = JobStatus::listed(&l, call.fields());
             Entry {
                 job_id: s.job_id,
                 state: s.state,

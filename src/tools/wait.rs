@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use super::schema;
 use super::{Args, Call, Effect, Running, Tool, ToolError, ToolOutcome, cancellable, deadline_in};
-use crate::jobs::result::{JobResult, Status, View};
+use crate::jobs::result::{JobResult, JobStatus, View};
 use crate::jobs::{Job, JobId, Jobs, Stream, Trigger, Until, WaitEntry, WaitError};
 use crate::protocol::result::Payload;
 use crate::protocol::version::Revision;
@@ -98,15 +98,15 @@ fn input_schema(rev: Revision) -> Value {
 #[serde(untagged)]
 enum Entry {
     Result(Box<JobResult>),
-    Status(Status),
+    Status(JobStatus),
     Elsewhere {
         #[serde(flatten)]
-        status: Status,
+        status: JobStatus,
         result_delivered_elsewhere: bool,
     },
     Triggered {
         #[serde(flatten)]
-        status: Status,
+        status: JobStatus,
         #[serde(skip_serializing_if = "Option::is_none")]
         matched: Option<Matched>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -272,15 +272,15 @@ fn render(e: WaitEntry, jobs: &Jobs, view: &View<'_>, claimed: &mut Vec<Job>) ->
             claimed.push(*job);
             result
         }
-        WaitEntry::Repeat(l) => Entry::Status(Status::listed(&l, fields)),
+        WaitEntry::Repeat(l) => Entry::Status(JobStatus::listed(&l, fields)),
         WaitEntry::Elsewhere(gone) => Entry::Elsewhere {
-            status: Status::gone(&gone, fields),
+            status: JobStatus::gone(&gone, fields),
             result_delivered_elsewhere: true,
         },
-        WaitEntry::Pending(l, None) => Entry::Status(Status::listed(&l, fields)),
+        WaitEntry::Pending(l, None) => Entry::Status(JobStatus::listed(&l, fields)),
         WaitEntry::Pending(l, Some(trigger)) => {
-            // `Status::listed` carries `awaiting_input: true`.
-            let status = Status::listed(&l, fields);
+            // `JobStatus::listed` carries `awaiting_input: true`.
+            let status = JobStatus::listed(&l, fields);
             let screen = if l.tty {
                 jobs.screen(l.id, 0, view.redact).ok()
             } else {
@@ -298,7 +298,7 @@ fn render(e: WaitEntry, jobs: &Jobs, view: &View<'_>, claimed: &mut Vec<Job>) ->
                 Trigger::WentQuiet(silent) => {
                     (None, Some((silent.as_secs_f64() * 1000.0).round() / 1000.0))
                 }
-                // `Status::listed` carries `awaiting_input: true`, `ports`.
+                // `JobStatus::listed` carries `awaiting_input: true`, `ports`.
                 Trigger::AwaitingInput | Trigger::Listening => (None, None),
             };
             Entry::Triggered {
