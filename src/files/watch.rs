@@ -15,8 +15,8 @@
 //!   was deleted or moved away, or a directory could no longer be watched).
 //!   Cancel-safe: a `select!` or `timeout` that drops it loses nothing.
 //! - [`WatchEvent::Change`] `{kind, path, from, is_dir}`: `kind` is
-//!   [`Kind::Create`], [`Kind::Modify`] (content or metadata: `IN_MODIFY`,
-//!   `IN_ATTRIB`), [`Kind::Delete`] or [`Kind::Move`] (`from` → `path`,
+//!   [`Change::Create`], [`Change::Modify`] (content or metadata: `IN_MODIFY`,
+//!   `IN_ATTRIB`), [`Change::Delete`] or [`Change::Move`] (`from` → `path`,
 //!   both inside the watched tree). `path` is absolute, spelled from the
 //!   watched directory's path as given ([`Watch::root`]).
 //! - [`WatchEvent::Resync`]: events were lost (the kernel's queue
@@ -106,7 +106,7 @@ impl Default for Limits {
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum Change {
     /// Created, or moved in from outside the tree.
     Create,
     /// Its content or metadata changed.
@@ -117,14 +117,14 @@ pub enum Kind {
     Move,
 }
 
-impl Kind {
+impl Change {
     /// `create`, `modify`, `delete` or `move`.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Create => "create",
-            Kind::Modify => "modify",
-            Kind::Delete => "delete",
-            Kind::Move => "move",
+            Change::Create => "create",
+            Change::Modify => "modify",
+            Change::Delete => "delete",
+            Change::Move => "move",
         }
     }
 }
@@ -135,7 +135,7 @@ pub enum WatchEvent {
     /// A change of one path.
     Change {
         /// What happened.
-        kind: Kind,
+        kind: Change,
         /// The path (absolute; for a `Move`, where it is now).
         path: PathBuf,
         /// For a `Move`, where it was.
@@ -479,7 +479,7 @@ impl Watch {
         match &e {
             WatchEvent::Resync => self.resync_queued = false,
             WatchEvent::Change {
-                kind: Kind::Create | Kind::Modify,
+                kind: Change::Create | Change::Modify,
                 path,
                 ..
             } => {
@@ -499,11 +499,11 @@ impl Watch {
 
     /// Queues a change (coalesced; dropped while a `Resync` waits; a full
     /// queue becomes a `Resync`).
-    fn push(&mut self, kind: Kind, path: PathBuf, from: Option<PathBuf>, is_dir: bool) {
+    fn push(&mut self, kind: Change, path: PathBuf, from: Option<PathBuf>, is_dir: bool) {
         match kind {
-            Kind::Create | Kind::Modify if self.pending.contains(&path) => return,
-            Kind::Create | Kind::Modify => {}
-            Kind::Delete | Kind::Move => {
+            Change::Create | Change::Modify if self.pending.contains(&path) => return,
+            Change::Create | Change::Modify => {}
+            Change::Delete | Change::Move => {
                 if is_dir {
                     // Paths beneath it changed names: no coalescing on
                     // stale ones.
@@ -523,7 +523,7 @@ impl Watch {
             self.overflow();
             return;
         }
-        if matches!(kind, Kind::Create | Kind::Modify) {
+        if matches!(kind, Change::Create | Change::Modify) {
             self.pending.insert(path.clone());
         }
         self.queue.push_back(WatchEvent::Change {
@@ -554,7 +554,7 @@ impl Watch {
             if m.is_dir && self.recursive {
                 self.unwatch_beneath(&m.path);
             }
-            self.push(Kind::Delete, m.path, None, m.is_dir);
+            self.push(Change::Delete, m.path, None, m.is_dir);
         }
     }
 
@@ -606,14 +606,14 @@ impl Watch {
         let path = dir.join(&name);
         let is_dir = raw.mask.contains(ReadFlags::ISDIR);
         if raw.mask.contains(ReadFlags::CREATE) {
-            self.push(Kind::Create, path.clone(), None, is_dir);
+            self.push(Change::Create, path.clone(), None, is_dir);
             if is_dir && self.recursive {
                 self.appeared(&path);
             }
         } else if raw.mask.contains(ReadFlags::DELETE) {
-            self.push(Kind::Delete, path, None, is_dir);
+            self.push(Change::Delete, path, None, is_dir);
         } else if raw.mask.intersects(ReadFlags::MODIFY | ReadFlags::ATTRIB) {
-            self.push(Kind::Modify, path, None, is_dir);
+            self.push(Change::Modify, path, None, is_dir);
         } else if raw.mask.contains(ReadFlags::MOVED_FROM) {
             self.moved = Some(MovedFrom {
                 cookie: raw.cookie,
@@ -626,10 +626,10 @@ impl Watch {
                     if is_dir && self.recursive {
                         self.renamed(&from.path, &path);
                     }
-                    self.push(Kind::Move, path, Some(from.path), is_dir);
+                    self.push(Change::Move, path, Some(from.path), is_dir);
                 }
                 None => {
-                    self.push(Kind::Create, path.clone(), None, is_dir);
+                    self.push(Change::Create, path.clone(), None, is_dir);
                     if is_dir && self.recursive {
                         self.appeared(&path);
                     }
@@ -759,7 +759,7 @@ impl Watch {
                 _ => false,
             };
             if report {
-                self.push(Kind::Create, path.join(name), None, is_dir);
+                self.push(Change::Create, path.join(name), None, is_dir);
             }
             if is_dir && self.recursive {
                 subdirs.push(name.to_owned());
@@ -926,7 +926,7 @@ mod tests {
         panic!("the watch ended or went quiet first; got {got:?}");
     }
 
-    fn change(kind: Kind, path: &Path, is_dir: bool) -> WatchEvent {
+    fn change(kind: Change, path: &Path, is_dir: bool) -> WatchEvent {
         WatchEvent::Change {
             kind,
             path: path.to_owned(),
@@ -935,7 +935,7 @@ mod tests {
         }
     }
 
-    fn is(kind: Kind, path: &Path) -> impl Fn(&WatchEvent) -> bool {
+    fn is(kind: Change, path: &Path) -> impl Fn(&WatchEvent) -> bool {
         let path = path.to_owned();
         move |e| matches!(e, WatchEvent::Change { kind: k, path: p, .. } if *k == kind && *p == path)
     }
@@ -949,28 +949,28 @@ mod tests {
         std::fs::write(&a, "one").unwrap();
         // Created and written before the first read: the write is
         // coalesced into the create.
-        let got = until(&mut w, is(Kind::Create, &a)).await;
-        assert_eq!(got, vec![change(Kind::Create, &a, false)]);
+        let got = until(&mut w, is(Change::Create, &a)).await;
+        assert_eq!(got, vec![change(Change::Create, &a, false)]);
         std::fs::write(&a, "two").unwrap();
-        until(&mut w, is(Kind::Modify, &a)).await;
+        until(&mut w, is(Change::Modify, &a)).await;
         std::fs::rename(&a, &b).unwrap();
-        let got = until(&mut w, is(Kind::Move, &b)).await;
+        let got = until(&mut w, is(Change::Move, &b)).await;
         assert_eq!(
             got.last().unwrap(),
             &WatchEvent::Change {
-                kind: Kind::Move,
+                kind: Change::Move,
                 path: b.clone(),
                 from: Some(a.clone()),
                 is_dir: false
             }
         );
         std::fs::remove_file(&b).unwrap();
-        until(&mut w, is(Kind::Delete, &b)).await;
+        until(&mut w, is(Change::Delete, &b)).await;
         std::fs::create_dir(s.0.join("d")).unwrap();
-        let got = until(&mut w, is(Kind::Create, &s.0.join("d"))).await;
+        let got = until(&mut w, is(Change::Create, &s.0.join("d"))).await;
         assert_eq!(
             got.last().unwrap(),
-            &change(Kind::Create, &s.0.join("d"), true)
+            &change(Change::Create, &s.0.join("d"), true)
         );
     }
 
@@ -988,7 +988,7 @@ mod tests {
             }
         }
         std::fs::write(s.0.join("end"), "").unwrap();
-        let got = until(&mut w, is(Kind::Create, &s.0.join("end"))).await;
+        let got = until(&mut w, is(Change::Create, &s.0.join("end"))).await;
         let about_a = got
             .iter()
             .filter(|e| matches!(e, WatchEvent::Change { path, .. } if *path == a))
@@ -1008,25 +1008,25 @@ mod tests {
         std::fs::create_dir_all(s.0.join("new/deep")).unwrap();
         std::fs::write(s.0.join("new/deep/early"), "").unwrap();
         std::fs::write(s.0.join("old/x"), "").unwrap();
-        let mut got = until(&mut w, is(Kind::Create, &s.0.join("old/x"))).await;
+        let mut got = until(&mut w, is(Change::Create, &s.0.join("old/x"))).await;
         // Order between directories is not promised: wait for the rest.
         while !got
             .iter()
-            .any(is(Kind::Create, &s.0.join("new/deep/early")))
+            .any(is(Change::Create, &s.0.join("new/deep/early")))
         {
             got.push(next(&mut w).await.expect("the early file"));
         }
         assert!(
-            got.iter().any(is(Kind::Create, &s.0.join("new"))),
+            got.iter().any(is(Change::Create, &s.0.join("new"))),
             "{got:?}"
         );
         assert!(
-            got.iter().any(is(Kind::Create, &s.0.join("new/deep"))),
+            got.iter().any(is(Change::Create, &s.0.join("new/deep"))),
             "{got:?}"
         );
         // Now watched: a later file in the deep directory is reported.
         std::fs::write(s.0.join("new/deep/late"), "").unwrap();
-        until(&mut w, is(Kind::Create, &s.0.join("new/deep/late"))).await;
+        until(&mut w, is(Change::Create, &s.0.join("new/deep/late"))).await;
         assert_eq!(w.watched_dirs(), 4);
     }
 
@@ -1036,9 +1036,9 @@ mod tests {
         std::fs::create_dir_all(s.0.join("a/sub")).unwrap();
         let mut w = watch(&s.0, true, Limits::default());
         std::fs::rename(s.0.join("a"), s.0.join("b")).unwrap();
-        until(&mut w, is(Kind::Move, &s.0.join("b"))).await;
+        until(&mut w, is(Change::Move, &s.0.join("b"))).await;
         std::fs::write(s.0.join("b/sub/f"), "").unwrap();
-        until(&mut w, is(Kind::Create, &s.0.join("b/sub/f"))).await;
+        until(&mut w, is(Change::Create, &s.0.join("b/sub/f"))).await;
     }
 
     #[tokio::test]
@@ -1051,10 +1051,10 @@ mod tests {
         std::fs::rename(s.0.join("in"), outside.0.join("in")).unwrap();
         std::fs::write(outside.0.join("in/sub/f"), "").unwrap();
         std::fs::write(s.0.join("marker"), "").unwrap();
-        let got = until(&mut w, is(Kind::Create, &s.0.join("marker"))).await;
+        let got = until(&mut w, is(Change::Create, &s.0.join("marker"))).await;
         assert_eq!(
             got[0],
-            change(Kind::Delete, &s.0.join("in"), true),
+            change(Change::Delete, &s.0.join("in"), true),
             "{got:?}"
         );
         assert_eq!(got.len(), 2, "nothing from outside the tree: {got:?}");
@@ -1073,7 +1073,7 @@ mod tests {
         }
         let a = s.0.join("a");
         std::fs::write(&a, "").unwrap();
-        assert_eq!(next(&mut w).await, Some(change(Kind::Create, &a, false)));
+        assert_eq!(next(&mut w).await, Some(change(Change::Create, &a, false)));
         assert_eq!(w.end_reason(), None);
     }
 
@@ -1096,7 +1096,7 @@ mod tests {
         // Nothing queued is older than what the resync covers.
         assert_eq!(got, vec![WatchEvent::Resync]);
         std::fs::write(s.0.join("after"), "").unwrap();
-        until(&mut w, is(Kind::Create, &s.0.join("after"))).await;
+        until(&mut w, is(Change::Create, &s.0.join("after"))).await;
     }
 
     #[tokio::test]
@@ -1123,7 +1123,7 @@ mod tests {
             got.push(next(&mut w).await.expect("a resync"));
         }
         std::fs::write(s.0.join("late/f"), "").unwrap();
-        until(&mut w, is(Kind::Create, &s.0.join("late/f"))).await;
+        until(&mut w, is(Change::Create, &s.0.join("late/f"))).await;
     }
 
     #[tokio::test]

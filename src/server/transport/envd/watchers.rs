@@ -11,10 +11,10 @@
 //!
 //! # Events, as envd (fsnotify) names them
 //! `name` is the path relative to the watched directory. A
-//! [`Kind::Create`] is `EVENT_TYPE_CREATE`, [`Kind::Modify`] (content or
+//! [`Change::Create`] is `EVENT_TYPE_CREATE`, [`Change::Modify`] (content or
 //! metadata: inotify's `IN_MODIFY` and `IN_ATTRIB`, which the watch
-//! coalesces) `EVENT_TYPE_WRITE`, [`Kind::Delete`] `EVENT_TYPE_REMOVE`, a
-//! [`Kind::Move`] within the tree `EVENT_TYPE_RENAME` of the old name then
+//! coalesces) `EVENT_TYPE_WRITE`, [`Change::Delete`] `EVENT_TYPE_REMOVE`, a
+//! [`Change::Move`] within the tree `EVENT_TYPE_RENAME` of the old name then
 //! `EVENT_TYPE_CREATE` of the new one (fsnotify's pair). `EVENT_TYPE_CHMOD`
 //! is never sent: a mode change is a `WRITE` (the watch does not tell the
 //! two apart). `includeEntry` adds the entry's `EntryInfo` when it still
@@ -53,7 +53,7 @@ use tokio::sync::mpsc;
 use super::filesystem::{Ctx, EntryInfo, Names, RpcError, absolute, home, stat_place};
 use crate::files::commit::is_temp_name;
 use crate::files::place::Place;
-use crate::files::watch::{Kind, Limits, Watch, WatchEvent};
+use crate::files::watch::{Change, Limits, Watch, WatchEvent};
 
 /// Polling watchers alive at once.
 pub const MAX_WATCHERS: usize = 64;
@@ -142,12 +142,12 @@ fn relative(root: &Path, path: &Path) -> String {
 }
 
 /// The envd events of one change (module doc).
-pub fn map_change(kind: Kind, path: &Path, from: Option<&Path>) -> Vec<(EventType, PathBuf)> {
+pub fn map_change(kind: Change, path: &Path, from: Option<&Path>) -> Vec<(EventType, PathBuf)> {
     match kind {
-        Kind::Create => vec![(EventType::Create, path.to_owned())],
-        Kind::Modify => vec![(EventType::Write, path.to_owned())],
-        Kind::Delete => vec![(EventType::Remove, path.to_owned())],
-        Kind::Move => {
+        Change::Create => vec![(EventType::Create, path.to_owned())],
+        Change::Modify => vec![(EventType::Write, path.to_owned())],
+        Change::Delete => vec![(EventType::Remove, path.to_owned())],
+        Change::Move => {
             let mut out = Vec::with_capacity(2);
             if let Some(from) = from {
                 out.push((EventType::Rename, from.to_owned()));
@@ -162,7 +162,7 @@ pub fn map_change(kind: Kind, path: &Path, from: Option<&Path>) -> Vec<(EventTyp
 fn events_of(
     ctx: &Ctx,
     root: &Path,
-    kind: Kind,
+    kind: Change,
     path: &Path,
     from: Option<&Path>,
     include_entry: bool,
@@ -580,7 +580,7 @@ mod tests {
     #[test]
     fn changes_map_to_fsnotify_event_types_with_relative_names() {
         let root = Path::new("/w");
-        let m = map_change(Kind::Move, Path::new("/w/b"), Some(Path::new("/w/a")));
+        let m = map_change(Change::Move, Path::new("/w/b"), Some(Path::new("/w/a")));
         assert_eq!(
             m,
             [
@@ -589,7 +589,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            map_change(Kind::Modify, Path::new("/w/x"), None)[0].0,
+            map_change(Change::Modify, Path::new("/w/x"), None)[0].0,
             EventType::Write
         );
         assert_eq!(relative(root, Path::new("/w/d/x")), "d/x");
