@@ -45,6 +45,10 @@
 #    sandboxd) run no keep-alive timer and tear no job down themselves.
 # 11. The kernel's socket diagnostics (`NETLINK_SOCK_DIAG`) are written and
 #    read in init/src/sockdiag.rs only (ports and the floor's peer rule).
+# 12. The front-ends are siblings: http, envd and sandboxd (under
+#    src/server/transport/) name none of the others; what they share is the
+#    floor (src/net/) or transport/file_http.rs (files over HTTP), and the
+#    sandboxd route on the MCP listener is mounted by server::run.
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -148,6 +152,12 @@ if [[ -n $hits ]]; then
     done <<<"$hits"
     status=1
 fi
+
+for front in http envd sandboxd; do
+    others=$(printf '%s\n' http envd sandboxd | grep -vx "$front" | paste -sd'|')
+    check "a front-end names no other front-end ($front): share through src/net or transport/file_http.rs" \
+        "src/server/transport/$front" "\\b(transport|super::super)::($others)\\b"
+done
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

@@ -23,6 +23,7 @@
 //!   and gRPC with the `sandboxd` feature (default on).
 
 pub mod envd;
+pub(crate) mod file_http;
 pub mod http;
 pub mod platform;
 pub mod sandboxd;

@@ -36,7 +36,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
-use super::super::http::transfer::send_file;
+use super::super::file_http::send_file;
 use super::connect::Reply;
 use super::filesystem::{Names, absolute, home};
 use crate::files::commit::{Options, Staged};

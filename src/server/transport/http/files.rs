@@ -57,7 +57,7 @@ use hyper::{Method, Request, StatusCode};
 use tokio::sync::mpsc;
 
 use super::state::HttpState;
-use super::transfer::{json_reply, send_file};
+use super::super::file_http::{json_reply, send_file};
 use crate::files::commit::{Options, Staged};
 use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;

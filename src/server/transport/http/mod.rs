@@ -53,7 +53,6 @@ mod read;
 mod routing;
 pub mod settings;
 mod state;
-pub(in crate::server::transport) mod transfer;
 mod tty;
 
 use std::net::SocketAddr;

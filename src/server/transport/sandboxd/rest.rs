@@ -62,7 +62,7 @@ use crate::net::{
 };
 use crate::policy::cwd::CwdPolicy;
 use crate::server::app::App;
-use crate::server::transport::http::transfer::{json_reply, send_file};
+use crate::server::transport::file_http::{json_reply, send_file};
 use crate::server::transport::platform::{Platform, PlatformAuth, Refusal};
 
 /// The names `/v1/metadata` never shows, whatever the prefix (sandboxd's

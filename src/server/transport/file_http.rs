@@ -38,7 +38,7 @@ impl Frames for Incoming {
 }
 
 /// `code` with `value` as JSON (and its newline).
-pub(in crate::server::transport) fn json_reply(
+pub(super) fn json_reply(
     code: StatusCode,
     value: &impl Serialize,
 ) -> HttpReply {
@@ -90,7 +90,7 @@ pub fn parse_range(header: Option<&str>, size: u64) -> Result<Option<RangeInclus
 /// The reply of a `GET` (or `HEAD`) of the opened file at `path`: all of it
 /// (`200`), the one range of `range` (`206` with `Content-Range`), or `416`
 /// past its end; the bytes streamed by [`transfer::send()`].
-pub(in crate::server::transport) fn send_file(
+pub(super) fn send_file(
     opened: read::Opened,
     path: &Path,
     range: Option<&str>,
