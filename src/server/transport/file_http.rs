@@ -38,10 +38,7 @@ impl Frames for Incoming {
 }
 
 /// `code` with `value` as JSON (and its newline).
-pub(super) fn json_reply(
-    code: StatusCode,
-    value: &impl Serialize,
-) -> HttpReply {
+pub(super) fn json_reply(code: StatusCode, value: &impl Serialize) -> HttpReply {
     let mut body = serde_json::to_vec(value).unwrap_or_default();
     body.push(b'\n');
     reply::json(code, body)

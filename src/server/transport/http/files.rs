@@ -56,8 +56,8 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use tokio::sync::mpsc;
 
-use super::state::HttpState;
 use super::super::file_http::{json_reply, send_file};
+use super::state::HttpState;
 use crate::files::commit::{Options, Staged};
 use crate::files::mode::{self, Form, ModeError};
 use crate::files::place::Place;
