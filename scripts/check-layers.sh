@@ -19,6 +19,9 @@
 # 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
+# 7. No front-end frames or parses a length-prefixed message envelope by
+#    hand: gRPC's and Connect's 5-byte envelope is src/net/envelope.rs's
+#    (its big-endian length is the only such integer a transport has).
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -60,6 +63,8 @@ for dir in src/*/; do
     check "only the floor binds or accepts (src/net/accept.rs)" \
         "$dir" '\bTcpListener::bind\b|\.accept\(\)\.await|socket\.accept\(\)'
 done
+check "envelopes are the floor's to frame and parse (crate::net::envelope)" \
+    src/server/transport '\b(from_be_bytes|to_be_bytes|put_u32|get_u32|put_u32_be|get_u32_be)\b|first_chunk::<(4|5)>|split_first_chunk::<(4|5)>'
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"
