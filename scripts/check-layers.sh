@@ -49,6 +49,9 @@
 #    src/server/transport/) name none of the others; what they share is the
 #    floor (src/net/) or transport/file_http.rs (files over HTTP), and the
 #    sandboxd route on the MCP listener is mounted by server::run.
+# 13. No front-end frames or parses a length-prefixed message envelope by
+#    hand: gRPC's and Connect's 5-byte envelope is src/net/envelope.rs's
+#    (its big-endian length is the only such integer a transport has).
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -93,6 +96,8 @@ for dir in src/*/; do
     check "only the floor binds or accepts (src/net/accept.rs)" \
         "$dir" '\bTcpListener::bind\b|\.accept\(\)\.await|socket\.accept\(\)'
 done
+check "envelopes are the floor's to frame and parse (crate::net::envelope)" \
+    src/server/transport '\b(from_be_bytes|to_be_bytes|put_u32|get_u32|put_u32_be|get_u32_be)\b|first_chunk::<(4|5)>|split_first_chunk::<(4|5)>'
 
 # The kernel's socket diagnostics are written and read in one place.
 for dir in src init/src; do

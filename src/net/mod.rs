@@ -20,6 +20,9 @@
 //!   and the `{"error": …}` shape of a refusal.
 //! - [`status`]: the one RPC status code, rendered as gRPC's number,
 //!   Connect's name and Connect's HTTP status.
+//! - [`envelope`]: the 5-byte length-prefixed message envelope of gRPC and
+//!   Connect's streams: encoding one, and the incremental decoder with its
+//!   bound and typed errors, which each front-end maps to its status.
 //! - [`timeout`]: the deadline headers, `grpc-timeout` and
 //!   `connect-timeout-ms`.
 //!
@@ -28,6 +31,7 @@
 pub mod accept;
 pub mod body;
 pub mod conns;
+pub mod envelope;
 pub mod gate;
 pub mod http;
 pub mod peer;

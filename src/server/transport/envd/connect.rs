@@ -6,7 +6,8 @@
 //!   message; success is `200` with the bare answer; an error is the
 //!   [`Code`]'s HTTP status with `{"code","message"}`.
 //! - **Server stream**: `Content-Type: application/connect+json`; the body
-//!   is exactly one envelope (`flags:u8 | length:u32 BE | message`); the
+//!   is exactly one envelope (`flags:u8 | length:u32 BE | message`, the
+//!   floor's [`envelope`] codec, which encodes and splits them all); the
 //!   answer is always `200` with envelopes ([`Envelopes`]) and exactly one
 //!   end-stream envelope (flag `0x02`): `{}` or `{"error":{code,message}}`.
 //!   Errors found before the first message go there too, as connect-go
@@ -26,12 +27,15 @@
 //! envd's own header) sets [`Meta::keepalive`], 90 s when absent as in
 //! envd.
 //!
+//! A request envelope with the end-stream flag is `invalid_argument`; a
+//! body that ends inside an envelope too.
+//!
 //! Bounds: a unary body or one envelope is at most `MCP_EXEC_MAX_LINE_BYTES`
-//! (`resource_exhausted` past it).
+//! (`resource_exhausted` past it, on the envelope's header alone).
 
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -42,6 +46,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::net::body::Body;
+use crate::net::envelope::{self, Decoder, END_STREAM};
 pub use crate::net::status::Code;
 use crate::net::timeout;
 
@@ -54,11 +59,6 @@ pub const JSON: &str = "application/json";
 pub const CONNECT_JSON: &str = "application/connect+json";
 /// envd's keep-alive interval when the client names none (Go envd 0.5.x).
 pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(90);
-
-/// End-stream flag of an envelope.
-const END_STREAM: u8 = 0x02;
-/// Compressed flag of an envelope.
-const COMPRESSED: u8 = 0x01;
 
 /// A Connect error: a code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,16 +215,16 @@ pub async fn unary_request<T: DeserializeOwned>(body: Incoming, limit: usize) ->
 
 /// A server-stream request's one message: exactly one envelope.
 pub async fn stream_request<T: DeserializeOwned>(body: Incoming, limit: usize) -> Result<T, Error> {
-    let bytes = collect(body, limit.saturating_add(5)).await?;
-    let mut reader = Unframer::default();
-    reader.buf.extend_from_slice(&bytes);
-    let Some(message) = reader.next(limit)? else {
+    let bytes = collect(body, limit.saturating_add(envelope::HEADER)).await?;
+    let mut decoder = request_decoder(limit);
+    decoder.push(&bytes);
+    let Some(message) = next(&mut decoder, limit)? else {
         return Err(Error::new(
             Code::InvalidArgument,
             "a streaming request needs exactly one enveloped message",
         ));
     };
-    if !reader.buf.is_empty() {
+    if decoder.buffered() > 0 {
         return Err(Error::new(
             Code::InvalidArgument,
             "a server-streaming request carries exactly one message",
@@ -233,47 +233,35 @@ pub async fn stream_request<T: DeserializeOwned>(body: Incoming, limit: usize) -
     decode(&message)
 }
 
-/// Splits bytes into envelopes.
-#[derive(Default)]
-struct Unframer {
-    buf: BytesMut,
+/// The envelopes of a request: each at most `limit` bytes, none with the
+/// end-stream flag (a server's to send).
+fn request_decoder(limit: usize) -> Decoder {
+    Decoder::new(limit).refusing(END_STREAM)
 }
 
-impl Unframer {
-    /// The next whole envelope's message, if the buffer holds one.
-    fn next(&mut self, limit: usize) -> Result<Option<Bytes>, Error> {
-        if self.buf.len() < 5 {
-            return Ok(None);
+/// The decoder's next message, its refusals as Connect errors.
+fn next(decoder: &mut Decoder, limit: usize) -> Result<Option<Bytes>, Error> {
+    decoder.next().map_err(|e| match e {
+        envelope::Error::Compressed => {
+            Error::new(Code::Unimplemented, "compressed messages are not supported")
         }
-        let flags = self.buf[0];
-        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-        if flags & COMPRESSED != 0 {
-            return Err(Error::new(
-                Code::Unimplemented,
-                "compressed messages are not supported",
-            ));
-        }
-        if flags & END_STREAM != 0 {
-            return Err(Error::new(
-                Code::InvalidArgument,
-                "a request envelope must not set the end-stream flag",
-            ));
-        }
-        if len > limit {
-            return Err(too_big(limit));
-        }
-        if self.buf.len() < 5 + len {
-            return Ok(None);
-        }
-        self.buf.advance(5);
-        Ok(Some(self.buf.split_to(len).freeze()))
-    }
+        envelope::Error::Flags(_) => Error::new(
+            Code::InvalidArgument,
+            "a request envelope must not set the end-stream flag",
+        ),
+        envelope::Error::TooLarge { .. } => too_big(limit),
+        envelope::Error::Truncated { .. } => truncated(),
+    })
+}
+
+fn truncated() -> Error {
+    Error::new(Code::InvalidArgument, "the stream ended inside an envelope")
 }
 
 /// A client stream's envelopes, read as they arrive.
 pub struct EnvelopeReader {
     body: Incoming,
-    unframer: Unframer,
+    decoder: Decoder,
     limit: usize,
     done: bool,
 }
@@ -283,7 +271,7 @@ impl EnvelopeReader {
     pub fn new(body: Incoming, limit: usize) -> EnvelopeReader {
         EnvelopeReader {
             body,
-            unframer: Unframer::default(),
+            decoder: request_decoder(limit),
             limit,
             done: false,
         }
@@ -292,23 +280,20 @@ impl EnvelopeReader {
     /// The next message; `Ok(None)` at the end of the body.
     pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, Error> {
         loop {
-            if let Some(m) = self.unframer.next(self.limit)? {
+            if let Some(m) = next(&mut self.decoder, self.limit)? {
                 return decode(&m).map(Some);
             }
             if self.done {
-                if self.unframer.buf.is_empty() {
-                    return Ok(None);
-                }
-                return Err(Error::new(
-                    Code::InvalidArgument,
-                    "the stream ended inside an envelope",
-                ));
+                return match self.decoder.finish() {
+                    Ok(()) => Ok(None),
+                    Err(_) => Err(truncated()),
+                };
             }
             match self.body.frame().await {
                 None => self.done = true,
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        self.unframer.buf.extend_from_slice(&data);
+                        self.decoder.push(&data);
                     }
                 }
                 Some(Err(e)) => {
@@ -322,19 +307,10 @@ impl EnvelopeReader {
     }
 }
 
-/// One envelope: flags, the length, the JSON.
-fn envelope(flags: u8, json: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(5 + json.len());
-    b.extend_from_slice(&[flags]);
-    b.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_be_bytes());
-    b.extend_from_slice(json);
-    b.freeze()
-}
-
 /// A message envelope.
 pub fn message(msg: &impl Serialize) -> Bytes {
     let json = serde_json::to_vec(msg).unwrap_or_else(|_| b"{}".to_vec());
-    envelope(0, &json)
+    envelope::encode(0, &json)
 }
 
 /// The end-stream envelope: `{}`, or `{"error":{code,message}}`.
@@ -343,7 +319,7 @@ pub fn end(error: Option<&Error>) -> Bytes {
         None => b"{}".to_vec(),
         Some(e) => json!({"error": e.json()}).to_string().into_bytes(),
     };
-    envelope(END_STREAM, &json)
+    envelope::encode(END_STREAM, &json)
 }
 
 /// A streaming answer: `200`, `application/connect+json`, the envelopes a
@@ -405,30 +381,34 @@ mod tests {
     }
 
     #[test]
-    fn envelopes_are_split_however_the_bytes_arrive() {
-        let mut u = Unframer::default();
-        let two = [message(&json!({"x": 1})), message(&json!({"y": 2}))].concat();
-        u.buf.extend_from_slice(&two[..3]);
-        assert_eq!(u.next(100).unwrap(), None);
-        u.buf.extend_from_slice(&two[3..]);
-        assert_eq!(&u.next(100).unwrap().unwrap()[..], b"{\"x\":1}");
-        assert_eq!(&u.next(100).unwrap().unwrap()[..], b"{\"y\":2}");
-        assert_eq!(u.next(100).unwrap(), None);
-    }
-
-    #[test]
-    fn a_compressed_end_stream_or_oversized_request_envelope_is_refused() {
-        for (flags, len, code) in [
-            (COMPRESSED, 2, Code::Unimplemented),
-            (END_STREAM, 2, Code::InvalidArgument),
-            (0, 1000, Code::ResourceExhausted),
+    fn a_compressed_end_stream_oversized_or_cut_request_envelope_is_refused() {
+        let too_big = envelope::header(0, 1000);
+        let cut = &message(&json!({"x": 1}))[..6];
+        for (bytes, code, text) in [
+            (
+                envelope::encode(envelope::COMPRESSED, b"{}"),
+                Code::Unimplemented,
+                "compressed messages are not supported",
+            ),
+            (
+                envelope::encode(END_STREAM, b"{}"),
+                Code::InvalidArgument,
+                "a request envelope must not set the end-stream flag",
+            ),
+            (
+                Bytes::copy_from_slice(&too_big),
+                Code::ResourceExhausted,
+                "a message is at most 100 bytes (MCP_EXEC_MAX_LINE_BYTES)",
+            ),
         ] {
-            let mut u = Unframer::default();
-            u.buf.extend_from_slice(&[flags]);
-            u.buf.extend_from_slice(&(len as u32).to_be_bytes());
-            u.buf.extend_from_slice(b"{}");
-            assert_eq!(u.next(100).unwrap_err().code, code);
+            let mut d = request_decoder(100);
+            d.push(&bytes);
+            assert_eq!(next(&mut d, 100).unwrap_err(), Error::new(code, text));
         }
+        let mut d = request_decoder(100);
+        d.push(cut);
+        assert_eq!(next(&mut d, 100).unwrap(), None);
+        assert!(d.finish().is_err());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! gRPC on the wire, by hand, for the sandboxd front-end (SPEC §21): the
 //! `process.v1` messages (generated from the vendored `.proto` by build.rs),
-//! the length-prefixed message framing, a [`Status`] (the floor's [`Code`],
-//! sent as its number, and a message), and the response body (a channel of
-//! frames: data, then one trailers frame carrying `grpc-status`,
-//! `grpc-message` and our metadata). `grpc-timeout` is read by the floor
-//! ([`crate::net::timeout::grpc`]).
+//! the length-prefixed message framing (the floor's [`envelope`] codec, its
+//! refusals mapped here to gRPC statuses), a [`Status`] (the floor's
+//! [`Code`], sent as its number, and a message), and the response body (a
+//! channel of frames: data, then one trailers frame carrying
+//! `grpc-status`, `grpc-message` and our metadata). `grpc-timeout` is read
+//! by the floor ([`crate::net::timeout::grpc`]).
 //!
 //! Invariants: every response is `200` with `content-type:
 //! application/grpc` and, unless the client left first, ends with exactly
@@ -16,11 +17,12 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 
+use crate::net::envelope::{self, COMPRESSED, Decoder};
 use crate::net::status::Code;
 
 /// The `process.v1` messages (proto/agent-sandbox/process/v1/process.proto).
@@ -59,33 +61,39 @@ pub const MAX_REQUEST: usize = 4 << 20;
 /// Decodes a unary request body: one uncompressed length-prefixed message.
 pub fn decode<M: prost::Message + Default>(body: &[u8]) -> Result<M, Status> {
     let bad = |why: &str| Status::new(Code::InvalidArgument, why);
-    let Some((&flag, rest)) = body.split_first() else {
-        return Err(bad("the request has no message"));
+    let exactly_one = || bad("the request must be exactly one length-prefixed message");
+    // gRPC defines no flag but compressed: any other is malformed.
+    let mut decoder = Decoder::new(MAX_REQUEST).refusing(!COMPRESSED);
+    decoder.push(body);
+    let msg = match decoder.next() {
+        Ok(Some(msg)) if decoder.buffered() == 0 => msg,
+        Ok(Some(_)) | Err(envelope::Error::Flags(_) | envelope::Error::TooLarge { .. }) => {
+            return Err(exactly_one());
+        }
+        Err(envelope::Error::Compressed) => {
+            return Err(Status::new(
+                Code::Unimplemented,
+                "compressed messages are not supported (send grpc-encoding identity)",
+            ));
+        }
+        Ok(None) | Err(envelope::Error::Truncated { .. }) => {
+            return Err(match decoder.finish() {
+                Ok(()) => bad("the request has no message"),
+                Err(envelope::Error::Truncated { buffered }) if buffered < envelope::HEADER => {
+                    bad("a truncated message header")
+                }
+                Err(_) => exactly_one(),
+            });
+        }
     };
-    if flag == 1 {
-        return Err(Status::new(
-            Code::Unimplemented,
-            "compressed messages are not supported (send grpc-encoding identity)",
-        ));
-    }
-    let (len, msg) = rest
-        .split_first_chunk::<4>()
-        .ok_or_else(|| bad("a truncated message header"))?;
-    let len = u32::from_be_bytes(*len) as usize;
-    if flag != 0 || msg.len() != len {
-        return Err(bad(
-            "the request must be exactly one length-prefixed message",
-        ));
-    }
     M::decode(msg).map_err(|e| bad(&format!("the request message does not decode: {e}")))
 }
 
 /// One length-prefixed message.
 pub fn frame(msg: &impl prost::Message) -> Bytes {
     let len = msg.encoded_len();
-    let mut b = BytesMut::with_capacity(5 + len);
-    b.put_u8(0);
-    b.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+    let mut b = BytesMut::with_capacity(envelope::HEADER + len);
+    b.extend_from_slice(&envelope::header(0, len));
     // Encoding into a buffer with the capacity reserved cannot fail.
     let _ = msg.encode(&mut b);
     b.freeze()
@@ -227,6 +235,39 @@ mod tests {
             decode::<pb::ExecuteResponse>(&compressed).unwrap_err().code,
             Code::Unimplemented
         );
+    }
+
+    #[test]
+    fn each_malformed_request_body_has_its_own_message() {
+        let framed = frame(&pb::ResizeTtyRequest::default());
+        let mut flagged = framed.to_vec();
+        flagged[0] = 2;
+        let long = [&framed[..], b"x"].concat();
+        let short = envelope::header(0, 3);
+        let huge = envelope::header(0, MAX_REQUEST + 1);
+        for (body, text) in [
+            (&b""[..], "the request has no message"),
+            (&framed[..3], "a truncated message header"),
+            (
+                &flagged,
+                "the request must be exactly one length-prefixed message",
+            ),
+            (
+                &long,
+                "the request must be exactly one length-prefixed message",
+            ),
+            (
+                &short,
+                "the request must be exactly one length-prefixed message",
+            ),
+            (
+                &huge,
+                "the request must be exactly one length-prefixed message",
+            ),
+        ] {
+            let e = decode::<pb::ResizeTtyRequest>(body).unwrap_err();
+            assert_eq!((e.code, &e.message[..]), (Code::InvalidArgument, text));
+        }
     }
 
     #[test]
