@@ -18,6 +18,8 @@
 //! - [`body`] and [`reply`]: the response body of the HTTP/1.1 listeners,
 //!   and the one place that names a content type for a JSON or SSE answer
 //!   and the `{"error": …}` shape of a refusal.
+//! - [`request`]: a whole request body, bounded in size and in time (the
+//!   one body deadline of every listener's unary requests).
 //! - [`status`]: the one RPC status code, rendered as gRPC's number,
 //!   Connect's name and Connect's HTTP status.
 //! - [`envelope`]: the 5-byte length-prefixed message envelope of gRPC and
@@ -36,6 +38,7 @@ pub mod gate;
 pub mod http;
 pub mod peer;
 pub mod reply;
+pub mod request;
 pub mod stall;
 pub mod status;
 pub mod timeout;

@@ -47,6 +47,7 @@ use tokio::sync::mpsc;
 
 use crate::net::body::Body;
 use crate::net::envelope::{self, Decoder, END_STREAM};
+use crate::net::request::{self, BodyError};
 pub use crate::net::status::Code;
 use crate::net::timeout;
 
@@ -183,13 +184,21 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     })
 }
 
-/// Reads a whole body of at most `limit` bytes.
+/// Reads a whole body of at most `limit` bytes, within the floor's body
+/// deadline (`net::request`): a body that does not arrive whole in time is
+/// `deadline_exceeded`.
 async fn collect(body: Incoming, limit: usize) -> Result<Bytes, Error> {
-    let limited = http_body_util::Limited::new(body, limit);
-    match limited.collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_big(limit)),
-        Err(e) => Err(Error::new(
+    match request::read_whole(body, limit).await {
+        Ok(bytes) => Ok(bytes),
+        Err(BodyError::TooLarge) => Err(too_big(limit)),
+        Err(BodyError::Late) => Err(Error::new(
+            Code::DeadlineExceeded,
+            format!(
+                "the request did not arrive within {} s",
+                request::BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+        Err(BodyError::Read(e)) => Err(Error::new(
             Code::Canceled,
             format!("reading the request: {e}"),
         )),

@@ -1,18 +1,17 @@
 //! Reading a request: what its `Accept` allows ([`Accepts`]), and its body,
 //! bounded in size (`MCP_EXEC_MAX_LINE_BYTES`) and in time
-//! ([`BODY_READ_TIMEOUT`]); a body past either bound is a refusal, and the
+//! ([`crate::net::request::BODY_READ_TIMEOUT`]); a body past either bound is a refusal, and the
 //! rest of it is never read.
 
-use std::time::Duration;
-
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+
 use hyper::body::Incoming;
 use hyper::header;
 use hyper::{Request, StatusCode};
 
 use super::state::HttpState;
 use crate::net::reply::{HttpReply, closing, status};
+use crate::net::request::{BODY_READ_TIMEOUT, BodyError, read_whole};
 
 /// What the client's `Accept` allows.
 pub(super) struct Accepts {
@@ -40,14 +39,6 @@ impl Accepts {
     }
 }
 
-/// A `/mcp` or `/exec` body must arrive within this after its head, or the
-/// request gets `408` and the connection closes: hyper's header timeout
-/// does not cover bodies, and a client that sent a head and then trickled
-/// (or withheld) its body held its connection for good, so enough of them
-/// locked every client out. Generous next to the header timeout: a body
-/// may be as large as `MCP_EXEC_MAX_LINE_BYTES`.
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Reads a `/mcp` or `/exec` body of at most `MCP_EXEC_MAX_LINE_BYTES`;
 /// `Err` is the reply (`413` past the bound, without reading the rest).
 pub(super) async fn read_body(
@@ -69,20 +60,19 @@ pub(super) async fn read_body(
         return Err(too_big());
     }
     let (parts, incoming) = req.into_parts();
-    let collect = tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(incoming, max).collect());
-    let Ok(collected) = collect.await else {
-        return Err(closing(status(
-            StatusCode::REQUEST_TIMEOUT,
-            &format!(
-                "the body did not arrive within {} s",
-                BODY_READ_TIMEOUT.as_secs()
-            ),
-        )));
-    };
-    let bytes = match collected {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_big()),
-        Err(e) => {
+    let bytes = match read_whole(incoming, max).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge) => return Err(too_big()),
+        Err(BodyError::Late) => {
+            return Err(closing(status(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} s",
+                    BODY_READ_TIMEOUT.as_secs()
+                ),
+            )));
+        }
+        Err(BodyError::Read(e)) => {
             return Err(status(
                 StatusCode::BAD_REQUEST,
                 &format!("reading the body: {e}"),

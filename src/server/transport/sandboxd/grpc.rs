@@ -57,7 +57,6 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response};
@@ -72,6 +71,7 @@ use crate::jobs::{
     ClientGone, Event, Job, JobId, JobSignalError, LaunchError, LaunchRequest, Launched, Owner,
     Plan, StdinError, Stream, Streamed, Streaming, TerminalError, TerminalSize,
 };
+use crate::net::request::BodyError;
 use crate::net::{
     self,
     accept::{self, Protocol},
@@ -154,18 +154,26 @@ async fn handle(
         .to_owned();
     let deadline = net::timeout::grpc(req.headers());
     let post = req.method() == Method::POST;
-    let message = Limited::new(req.into_body(), wire::MAX_REQUEST)
-        .collect()
-        .await
-        .map(|b| b.to_bytes());
+    let message = net::request::read_whole(req.into_body(), wire::MAX_REQUEST).await;
     tokio::spawn(async move {
         let status = match (post, message) {
             (false, _) => Err(Status::new(Code::Unimplemented, "gRPC methods are POST")),
+            (true, Err(BodyError::Late)) => Err(Status::new(
+                Code::DeadlineExceeded,
+                format!(
+                    "the request did not arrive within {} s",
+                    net::request::BODY_READ_TIMEOUT.as_secs()
+                ),
+            )),
             (true, Err(e)) => Err(Status::new(
                 Code::ResourceExhausted,
                 format!(
-                    "reading the request (at most {} bytes): {e}",
-                    wire::MAX_REQUEST
+                    "reading the request (at most {} bytes): {}",
+                    wire::MAX_REQUEST,
+                    match e {
+                        BodyError::Read(why) => why,
+                        _ => "length limit exceeded".into(),
+                    }
                 ),
             )),
             (true, Ok(msg)) => {
