@@ -20,6 +20,10 @@
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
 #
+# 7. A server-sent event is framed by net::sse only, and a query (with
+#    its percent-escapes) is decoded by net::query only: each listener
+#    names its `+` rule, none has its own decoder.
+#
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
 set -uo pipefail
@@ -55,6 +59,11 @@ check "files must not name hyper (a transport's types stay in the front-ends)" \
 
 check "the floor must not name jobs, tools, server or protocol" \
     src/net '\bcrate::(jobs|tools|server|protocol|tasks|files|policy)\b'
+# One framer of a server-sent event and one query decoder, in the floor:
+check "only the floor frames a server-sent event (net::sse)" \
+    src/server '"event: |b"event: '
+check "only the floor decodes a query or a percent-escape (net::query)" \
+    src/server "split\('&'\)|fn percent_decode|replace\('\+'"
 for dir in src/*/; do
     [[ $dir == src/net/ || $dir == src/fuzzing/ ]] && continue
     check "only the floor binds or accepts (src/net/accept.rs)" \

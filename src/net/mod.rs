@@ -18,6 +18,9 @@
 //! - [`body`] and [`reply`]: the response body of the HTTP/1.1 listeners,
 //!   and the one place that names a content type for a JSON or SSE answer
 //!   and the `{"error": …}` shape of a refusal.
+//! - [`query`]: a URL's query and percent-escapes, with each listener's
+//!   rule for `+` (a space or a plus).
+//! - [`sse`]: the one framer of a server-sent event.
 //! - [`status`]: the one RPC status code, rendered as gRPC's number,
 //!   Connect's name and Connect's HTTP status.
 //! - [`timeout`]: the deadline headers, `grpc-timeout` and
@@ -31,7 +34,9 @@ pub mod conns;
 pub mod gate;
 pub mod http;
 pub mod peer;
+pub mod query;
 pub mod reply;
+pub mod sse;
 pub mod stall;
 pub mod status;
 pub mod timeout;
