@@ -16,7 +16,7 @@
 #    client; it still names no tool or server).
 # 4. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
 #    or protocol type: every listener stands on it, so it knows none of them.
-# 7. `tools` names no `server` type: a tool reaches its server through
+# 6. `tools` names no `server` type: a tool reaches its server through
 #    `tools::Host` (the job service, the policies, the settings), never the
 #    server's state (`App`), a session or a transport; and nothing in tools
 #    holds a `Weak` back to the server.
@@ -52,6 +52,10 @@
 # 13. No front-end frames or parses a length-prefixed message envelope by
 #    hand: gRPC's and Connect's 5-byte envelope is src/net/envelope.rs's
 #    (its big-endian length is the only such integer a transport has).
+#
+# 14. A server-sent event is framed by net::sse only, and a query (with
+#    its percent-escapes) is decoded by net::query only: each listener
+#    names its `+` rule, none has its own decoder.
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -91,6 +95,11 @@ check "tools must not name server types (a tool reaches its server through tools
 
 check "the floor must not name jobs, tools, server or protocol" \
     src/net '\bcrate::(jobs|tools|server|protocol|tasks|files|policy)\b'
+# One framer of a server-sent event and one query decoder, in the floor:
+check "only the floor frames a server-sent event (net::sse)" \
+    src/server '"event: |b"event: '
+check "only the floor decodes a query or a percent-escape (net::query)" \
+    src/server "split\('&'\)|fn percent_decode|replace\('\+'"
 for dir in src/*/; do
     [[ $dir == src/net/ || $dir == src/fuzzing/ ]] && continue
     check "only the floor binds or accepts (src/net/accept.rs)" \

@@ -41,33 +41,9 @@ pub fn from_url_path(raw: &str) -> Result<PathBuf, PathError> {
     from_bytes(&decoded, raw)
 }
 
-/// Percent-decodes `raw`; `None` at a bad escape.
-pub fn percent_decode(raw: &str) -> Option<Vec<u8>> {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hi = hex_digit(*bytes.get(i + 1)?)?;
-            let lo = hex_digit(*bytes.get(i + 2)?)?;
-            out.push(hi << 4 | lo);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
+/// Percent-decodes `raw`; `None` at a bad escape (the floor's decoder,
+/// which every listener's query shares).
+pub use crate::net::query::percent_decode;
 
 /// `bytes` as a normalised absolute path; `shown` is the text for errors.
 fn from_bytes(bytes: &[u8], shown: &str) -> Result<PathBuf, PathError> {

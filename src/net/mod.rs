@@ -20,6 +20,9 @@
 //!   and the `{"error": …}` shape of a refusal.
 //! - [`request`]: a whole request body, bounded in size and in time (the
 //!   one body deadline of every listener's unary requests).
+//! - [`query`]: a URL's query and percent-escapes, with each listener's
+//!   rule for `+` (a space or a plus).
+//! - [`sse`]: the one framer of a server-sent event.
 //! - [`status`]: the one RPC status code, rendered as gRPC's number,
 //!   Connect's name and Connect's HTTP status.
 //! - [`envelope`]: the 5-byte length-prefixed message envelope of gRPC and
@@ -37,8 +40,10 @@ pub mod envelope;
 pub mod gate;
 pub mod http;
 pub mod peer;
+pub mod query;
 pub mod reply;
 pub mod request;
+pub mod sse;
 pub mod stall;
 pub mod status;
 pub mod timeout;

@@ -44,6 +44,7 @@ use crate::files::place::Place;
 use crate::files::transfer::{Frames, Received, blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::net::body::Body;
+use crate::net::query::{Plus, Query};
 use crate::server::app::App;
 
 /// The most `file` parts one multipart request may carry.
@@ -73,14 +74,7 @@ fn file_error(e: &FileError) -> Reply {
 /// A query value: `+` is a space, then percent-decoded (form encoding,
 /// as Go's `URL.Query()` reads it); lossy UTF-8.
 fn query_value(query: Option<&str>, key: &str) -> Option<String> {
-    query?
-        .split('&')
-        .filter_map(|p| p.split_once('=').or(Some((p, ""))))
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| {
-            let v = v.replace('+', " ");
-            String::from_utf8_lossy(&path::percent_decode(&v).unwrap_or_default()).into_owned()
-        })
+    Query::parse(query, Plus::Space).text(key)
 }
 
 /// The path a request names, absolute.

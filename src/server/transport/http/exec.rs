@@ -50,6 +50,7 @@ use crate::jobs::{
     Streaming,
 };
 use crate::net::reply::{HttpReply, sse, status};
+use crate::net::sse::json as event;
 use crate::protocol::version::{LATEST, Revision};
 use crate::tools::ToolError;
 use crate::tools::execute;
@@ -183,12 +184,6 @@ fn render(id: JobId, e: Event, view: &View<'_>) -> Bytes {
         ),
         Event::Exit(job) => exit_event(&job, view),
     }
-}
-
-/// `event: NAME\ndata: JSON\n\n`.
-fn event(name: &str, body: &impl Serialize) -> Bytes {
-    let json = serde_json::to_string(body).unwrap_or_else(|_| "{}".into());
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
 }
 
 fn exit_event(job: &Job, view: &View<'_>) -> Bytes {

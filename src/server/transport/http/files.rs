@@ -64,39 +64,14 @@ use crate::files::place::Place;
 use crate::files::transfer::{blocking, receive};
 use crate::files::watch::{Limits, Watch, WatchEvent};
 use crate::files::{self as files, FileError, path, read, tree};
+use crate::net::query::{Plus, Query};
 use crate::net::reply::{self, HttpReply, status};
+use crate::net::sse;
 use crate::policy::cwd::CwdPolicy;
 
-/// The query of a `/files` request: `key` or `key=value` pairs, values
-/// kept raw (percent-encoded) until used.
-pub(super) struct Query<'a>(Vec<(&'a str, &'a str)>);
-
-impl<'a> Query<'a> {
-    pub(super) fn parse(q: Option<&'a str>) -> Query<'a> {
-        Query(
-            q.unwrap_or("")
-                .split('&')
-                .filter(|p| !p.is_empty())
-                .map(|p| p.split_once('=').unwrap_or((p, "")))
-                .collect(),
-        )
-    }
-
-    pub(super) fn get(&self, key: &str) -> Option<&'a str> {
-        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
-    }
-
-    /// A flag: present and not `false`/`0`.
-    pub(super) fn flag(&self, key: &str) -> bool {
-        self.get(key).is_some_and(|v| v != "false" && v != "0")
-    }
-
-    /// The value, percent-decoded (lossy UTF-8).
-    fn text(&self, key: &str) -> Option<String> {
-        self.get(key).map(|v| {
-            String::from_utf8_lossy(&path::percent_decode(v).unwrap_or_default()).into_owned()
-        })
-    }
+/// The query of a `/files` (or `/jobs/<id>/tty`) request: a `+` is a plus.
+pub(super) fn parse_query(q: Option<&str>) -> Query<'_> {
+    Query::parse(q, Plus::Literal)
 }
 
 fn error(e: &FileError) -> HttpReply {
@@ -118,7 +93,7 @@ pub(super) async fn handle(state: &Arc<HttpState>, req: Request<Incoming>) -> Ht
         Err(e) => return invalid(e),
     };
     let query_text = req.uri().query().map(str::to_owned);
-    let query = Query::parse(query_text.as_deref());
+    let query = parse_query(query_text.as_deref());
     let app = Arc::clone(&state.app);
     match req.method().clone() {
         Method::PUT => put(app, req, target, &query).await,
@@ -222,7 +197,7 @@ async fn watch(state: &Arc<HttpState>, target: PathBuf, recursive: bool) -> Http
     tracing::debug!(root = ?watch.root(), recursive, dirs = watch.watched_dirs(), "GET /files?watch: watching");
     let shutdown = state.shutdown.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(WATCH_DEPTH);
-    let _ = tx.try_send(sse_event(
+    let _ = tx.try_send(sse::json(
         "ready",
         &serde_json::json!({
             "type": "ready",
@@ -253,7 +228,7 @@ async fn stream_watch(
                 None => {
                     let reason = watch.end_reason().unwrap_or("the watch ended");
                     let _ = tx
-                        .send(sse_event("end", &serde_json::json!({"type": "end", "reason": reason})))
+                        .send(sse::json("end", &serde_json::json!({"type": "end", "reason": reason})))
                         .await;
                     break;
                 }
@@ -276,7 +251,7 @@ async fn stream_watch(
 /// One watch event as SSE.
 fn render_watch(e: &WatchEvent) -> Bytes {
     match e {
-        WatchEvent::Resync => sse_event("resync", &serde_json::json!({"type": "resync"})),
+        WatchEvent::Resync => sse::json("resync", &serde_json::json!({"type": "resync"})),
         WatchEvent::Change {
             kind,
             path,
@@ -291,14 +266,9 @@ fn render_watch(e: &WatchEvent) -> Bytes {
             if let Some(from) = from {
                 body["from"] = serde_json::json!(from.to_string_lossy());
             }
-            sse_event(kind.name(), &body)
+            sse::json(kind.name(), &body)
         }
     }
-}
-
-/// `event: NAME\ndata: JSON\n\n`.
-fn sse_event(name: &str, body: &serde_json::Value) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {body}\n\n"))
 }
 
 async fn put(
@@ -412,7 +382,7 @@ mod tests {
 
     #[test]
     fn query_flags_are_present_unless_false() {
-        let q = Query::parse(Some("mkdir&parents=1&overwrite=false&move=%2Ftmp%2Fx"));
+        let q = parse_query(Some("mkdir&parents=1&overwrite=false&move=%2Ftmp%2Fx"));
         assert!(q.flag("mkdir") && q.flag("parents"));
         assert!(!q.flag("overwrite") && !q.flag("recursive"));
         assert_eq!(q.text("move").as_deref(), Some("/tmp/x"));

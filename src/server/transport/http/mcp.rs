@@ -29,6 +29,7 @@ use super::read::{Accepts, read_body};
 use super::routing;
 use super::state::{Busy, HttpSession, HttpState, lock, new_session_id};
 use crate::net::reply::{HttpReply, empty, json, sse, status};
+use crate::net::sse::event as sse_event;
 use crate::protocol::era::{Era, META_PROTOCOL_VERSION};
 use crate::protocol::version::{Revision, SUPPORTED};
 use crate::protocol::{self, ErrorCode, RequestId};
@@ -227,12 +228,11 @@ fn stream(mut inbox: Inbox, busy: Option<Busy>) -> HttpReply {
                 return;
             };
             let last = !matches!(message, Message::Notification(_));
-            let mut event = b"event: message\ndata: ".to_vec();
-            if message.write_to(&mut event).is_err() {
+            let mut data = Vec::new();
+            if message.write_to(&mut data).is_err() {
                 return;
             }
-            event.extend_from_slice(b"\n\n");
-            let sent = tx.send(Bytes::from(event)).await.is_ok();
+            let sent = tx.send(sse_event("message", &data)).await.is_ok();
             // Handed to the response body; if the body is gone instead,
             // dropping the message puts back the results it claimed.
             if sent {

@@ -53,7 +53,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use super::files::Query;
+use super::files::parse_query;
 use super::state::HttpState;
 use crate::jobs::result::{Fields, JobResult};
 use crate::jobs::{AttachError, JobEnd, JobId, Jobs, RawEvent, RawFollowError, WriterLease};
@@ -77,7 +77,7 @@ pub(super) fn get(state: &Arc<HttpState>, mut req: Request<Incoming>, id: &str) 
     let Some(id) = JobId::parse(id) else {
         return status(StatusCode::NOT_FOUND, "no such job");
     };
-    let query = Query::parse(req.uri().query());
+    let query = parse_query(req.uri().query());
     let since = match query.get("since").map(str::parse::<u64>) {
         None => 0,
         Some(Ok(n)) => n,

@@ -55,6 +55,7 @@ use crate::files::place::Place;
 use crate::files::transfer::{blocking, receive};
 use crate::files::{FileError, Kind, path, read, tree};
 use crate::net::http::{InFlight, Mount};
+use crate::net::query::{Plus, Query};
 use crate::net::reply::{self, HttpReply};
 use crate::net::{
     self,
@@ -559,15 +560,9 @@ fn listing(
     })
 }
 
-/// A `?key=value` of a query, percent-decoded.
+/// A `?key=value` of a query, percent-decoded (a `+` is a plus).
 fn query_value(query: &str, key: &str) -> Option<String> {
-    query
-        .split('&')
-        .filter_map(|p| p.split_once('=').or(Some((p, ""))))
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| {
-            String::from_utf8_lossy(&path::percent_decode(v).unwrap_or_default()).into_owned()
-        })
+    Query::parse(Some(query), Plus::Literal).text(key)
 }
 
 /// Go's `strconv.ParseBool`.
