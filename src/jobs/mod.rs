@@ -89,6 +89,8 @@ pub use signal::{Delivery, JobSignalError, Plan, Signalled};
 pub use state::{Cause, JobId, JobPhase, Owner, Stream, TaskTag};
 use state::{ExitOutcome, Pending};
 pub use stdin::StdinError;
+#[cfg(feature = "sandboxd")]
+pub use stream::JobStream;
 pub use stream::{ClientGone, KeepAlive, Streamed, Streaming};
 use table::{Check, JobTable};
 pub use table::{Claim, Job, Listed};

@@ -101,11 +101,7 @@ impl McpSession {
         era: Era,
         out: &Outbox,
     ) -> impl Future<Output = Answer> + Send + 'static {
-        let cancel = self.calls.child_token();
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), cancel.clone());
+        let cancel = self.track(&id);
         let session = Arc::clone(self);
         let out = out.clone();
         let token = params

@@ -113,6 +113,17 @@ pub(super) enum Reply {
 }
 
 impl McpSession {
+    /// Marks call `id` in flight and gives its cancel token: cancelled by
+    /// `notifications/cancelled` for it, or when the session ends.
+    fn track(&self, id: &RequestId) -> CancellationToken {
+        let cancel = self.calls.child_token();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        cancel
+    }
+
     /// A new session of `app`, ended at the latest by `shutdown`;
     /// `transport` names the transport in metrics, and nowhere else.
     pub fn new(

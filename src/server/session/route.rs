@@ -213,11 +213,7 @@ impl McpSession {
         listen: Option<Revision>,
         out: &Outbox,
     ) -> Reply {
-        let cancel = self.calls.child_token();
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), cancel.clone());
+        let cancel = self.track(&id);
         let session = Arc::clone(self);
         let out = out.clone();
         Reply::Later(self.tasks.spawn(async move {

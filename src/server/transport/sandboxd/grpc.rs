@@ -404,16 +404,24 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
     Ok(code)
 }
 
-/// How sandboxd streams a job: no keep-alives, no deadline of the stream's
-/// own (`grpc-timeout` is the job's), and a client that goes away tears its
-/// job down — even during the shutdown, which ends it anyway.
-fn torn_down_when_gone() -> Streaming<'static> {
-    Streaming {
-        keep_alive: None,
-        deadline: None,
-        on_gone: ClientGone::TearDown,
-        shutdown: None,
-    }
+/// Job `id`'s stream, as sandboxd streams a job: its raw bytes, no
+/// keep-alives, no deadline of the stream's own (`grpc-timeout` is the
+/// job's), and a client that goes away (`reply` gone) tears its job down —
+/// even during the shutdown, which ends it anyway.
+fn job_stream<'a>(app: &'a App, id: JobId, reply: &'a Reply) -> crate::jobs::JobStream<'a> {
+    app.jobs.stream(
+        id,
+        app.jobs
+            .follow(id, 0, CHUNK, app.view(revision()))
+            .raw_bytes(),
+        reply.gone(),
+        Streaming {
+            keep_alive: None,
+            deadline: None,
+            on_gone: ClientGone::TearDown,
+            shutdown: None,
+        },
+    )
 }
 
 /// What following a job to its end gave.
@@ -447,14 +455,7 @@ async fn execute(
     let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     let mut kept_raw = [0_u64; 2];
     let followed = {
-        let mut stream = app.jobs.stream(
-            id,
-            app.jobs
-                .follow(id, 0, CHUNK, app.view(revision()))
-                .raw_bytes(),
-            reply.gone(),
-            torn_down_when_gone(),
-        );
+        let mut stream = job_stream(app, id, reply);
         loop {
             match stream.next().await {
                 Streamed::Ended => break Followed::Vanished,
@@ -539,14 +540,7 @@ async fn start_rpc(
     let init = event(pb::start_response::Event::Init(pb::InitEvent {
         process_id: pid,
     }));
-    let mut stream = app.jobs.stream(
-        id,
-        app.jobs
-            .follow(id, 0, CHUNK, app.view(revision()))
-            .raw_bytes(),
-        reply.gone(),
-        torn_down_when_gone(),
-    );
+    let mut stream = job_stream(app, id, reply);
     let followed = match reply.send(&init).await {
         Err(wire::Gone) => {
             stream.left().await;
