@@ -10,52 +10,55 @@
 #    render the answers.
 # 3. `terminal` (the PTY screen and keys, SPEC §20) is a leaf: it names
 #    nothing else in the crate, so jobs, tools and transports can all use it.
-# 6. `files` (the file engine: path policy, commit, transfer pipeline) names
+# 4. `files` (the file engine: path policy, commit, transfer pipeline) names
 #    no tool, no server and no hyper type: every front-end calls it, it
 #    knows none of them (`fetch.rs`, upload's HTTPS client, may use hyper's
 #    client; it still names no tool or server).
-# 4. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
+# 5. The floor (`src/net/`, docs/ARCHITECTURE.md) names no job, tool, server
 #    or protocol type: every listener stands on it, so it knows none of them.
 # 6. `tools` names no `server` type: a tool reaches its server through
 #    `tools::Host` (the job service, the policies, the settings), never the
 #    server's state (`App`), a session or a transport; and nothing in tools
 #    holds a `Weak` back to the server.
-# 8. One wait loop per table: the "enable the notification, look, wait"
+# 7. One wait loop per table: the "enable the notification, look, wait"
 #    loop is written twice in the crate, `JobTable::wait_for` (src/jobs/table.rs)
 #    for the jobs and `Tasks::wait_for` (src/tasks/mod.rs) for the MCP Tasks;
 #    everything else that waits passes them a check (no `.notified()` or
 #    `.enable()` elsewhere).
-# 5. No listener binds or accepts outside the floor: `TcpListener::bind` and
+# 8. No listener binds or accepts outside the floor: `TcpListener::bind` and
 #    an accept loop live in src/net/accept.rs only (the ports proxy and the
 #    HTTPS fetch connect out; they do not listen).
-# 7. A launch is one typed request (`jobs::LaunchRequest`), validated in one
+# 9. A launch is one typed request (`jobs::LaunchRequest`), validated in one
 #    step: only that step builds a `jobs::Launch`, and the proto front-ends
 #    (envd, sandboxd) fill the request from their fields, never through the
 #    JSON reader of `execute` (`tools::execute::parse`, `tools::Args`) nor
 #    JSON built for it (`json!`, `serde_json::Map`/`Value`) outside their
 #    tests.
-# 8. A signal death becomes an exit code (128 + N) in one place:
+# 10. A signal death becomes an exit code (128 + N) in one place:
 #    `jobs::result::signal_exit_code`.
-# 9. A started job's initial stdin is written by `jobs` (`Jobs::launch`):
+# 11. A started job's initial stdin is written by `jobs` (`Jobs::launch`):
 #    no front-end takes it out of `Launched::Started` to write it itself
 #    (`execute` alone asks for it, with `launch_leaving_stdin`).
-# 10. One stream loop (`Jobs::stream`, src/jobs/stream.rs): `Follow::next`
+# 12. One stream loop (`Jobs::stream`, src/jobs/stream.rs): `Follow::next`
 #    is private to `jobs` (the one `pub async fn next` in follow.rs is the
 #    observer's `RawFollow`), and the stream front-ends (POST /exec, envd,
 #    sandboxd) run no keep-alive timer and tear no job down themselves.
-# 11. The kernel's socket diagnostics (`NETLINK_SOCK_DIAG`) are written and
+# 13. The kernel's socket diagnostics (`NETLINK_SOCK_DIAG`) are written and
 #    read in init/src/sockdiag.rs only (ports and the floor's peer rule).
-# 12. The front-ends are siblings: http, envd and sandboxd (under
+# 14. The front-ends are siblings: http, envd and sandboxd (under
 #    src/server/transport/) name none of the others; what they share is the
 #    floor (src/net/) or transport/file_http.rs (files over HTTP), and the
 #    sandboxd route on the MCP listener is mounted by server::run.
-# 13. No front-end frames or parses a length-prefixed message envelope by
+# 15. No front-end frames or parses a length-prefixed message envelope by
 #    hand: gRPC's and Connect's 5-byte envelope is src/net/envelope.rs's
 #    (its big-endian length is the only such integer a transport has).
 #
-# 14. A server-sent event is framed by net::sse only, and a query (with
+# 16. A server-sent event is framed by net::sse only, and a query (with
 #    its percent-escapes) is decoded by net::query only: each listener
 #    names its `+` rule, none has its own decoder.
+# 17. A `multipart/form-data` body is parsed by net::multipart only (its
+#    delimiter, CRLF `--` boundary, is built nowhere else): a front-end
+#    reads a form's parts through transport/file_http.rs.
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -100,6 +103,8 @@ check "only the floor frames a server-sent event (net::sse)" \
     src/server '"event: |b"event: '
 check "only the floor decodes a query or a percent-escape (net::query)" \
     src/server "split\('&'\)|fn percent_decode|replace\('\+'"
+check "only the floor parses multipart/form-data (net::multipart)" \
+    src/server '\\r\\n--(\{|")|fn boundary(_of)?\('
 for dir in src/*/; do
     [[ $dir == src/net/ || $dir == src/fuzzing/ ]] && continue
     check "only the floor binds or accepts (src/net/accept.rs)" \

@@ -20,6 +20,7 @@
 //!   and the `{"error": …}` shape of a refusal.
 //! - [`request`]: a whole request body, bounded in size and in time (the
 //!   one body deadline of every listener's unary requests).
+//! - [`multipart`]: the one streaming `multipart/form-data` parser.
 //! - [`query`]: a URL's query and percent-escapes, with each listener's
 //!   rule for `+` (a space or a plus).
 //! - [`sse`]: the one framer of a server-sent event.
@@ -39,6 +40,7 @@ pub mod conns;
 pub mod envelope;
 pub mod gate;
 pub mod http;
+pub mod multipart;
 pub mod peer;
 pub mod query;
 pub mod reply;

@@ -1,10 +1,13 @@
 //! The HTTP face of [`crate::files::transfer`], shared by every listener
 //! that moves files (`/files`, sandboxd's `/v1/files`, envd's `/files`):
-//! a hyper request body as [`Frames`], and an opened file as a streamed
+//! a hyper request body as [`Frames`], the parts of a `multipart/form-data`
+//! body as [`Frames`] each ([`FormParts`], [`FilePart`], over the floor's
+//! one parser, [`crate::net::multipart`]), and an opened file as a streamed
 //! reply with one `Range` (`206`, `416`). Like [`crate::net::reply`] and
 //! [`crate::net::body`], it is plumbing every HTTP listener shares, not the
 //! `/files` front-end; it names no route.
 
+use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 use std::path::Path;
 
@@ -19,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::files::read;
 use crate::files::transfer::{self, DEPTH, Frames};
 use crate::net::body::Body;
+use crate::net::multipart::{Event, Multipart};
 use crate::net::reply::{self, HttpReply, status};
 
 /// A request body, frame by frame (trailers skipped).
@@ -32,6 +36,145 @@ impl Frames for Incoming {
                     }
                 }
                 Err(e) => return Some(Err(format!("reading the body: {e}"))),
+            }
+        }
+    }
+}
+
+/// A `multipart/form-data` body's [`Event`]s, pulled: its frames through
+/// the one parser.
+pub struct FormParts<F> {
+    body: F,
+    parser: Multipart,
+    queue: VecDeque<Event>,
+    end: bool,
+}
+
+impl<F: Frames> FormParts<F> {
+    /// The parts of `body`, delimited by `boundary`.
+    pub fn new(body: F, boundary: &str) -> FormParts<F> {
+        FormParts {
+            body,
+            parser: Multipart::new(boundary),
+            queue: VecDeque::new(),
+            end: false,
+        }
+    }
+
+    /// The next event; `None` at the end of the body; `Err` when it is
+    /// broken or malformed.
+    pub async fn next(&mut self) -> Option<Result<Event, String>> {
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return Some(Ok(e));
+            }
+            if self.end {
+                return None;
+            }
+            match self.body.next().await {
+                None => self.end = true,
+                Some(Ok(data)) => match self.parser.feed(&data) {
+                    Ok(events) => self.queue.extend(events),
+                    Err(why) => return Some(Err(why)),
+                },
+                Some(Err(why)) => return Some(Err(why)),
+            }
+        }
+    }
+
+    /// Whether the closing delimiter was seen.
+    pub fn finished(&self) -> bool {
+        self.parser.finished()
+    }
+
+    /// Reads the rest of the body and drops it, unparsed.
+    async fn drop_rest(&mut self) -> Result<(), String> {
+        self.queue.clear();
+        while !self.end {
+            match self.body.next().await {
+                None => self.end = true,
+                Some(Ok(_)) => {}
+                Some(Err(why)) => return Err(why),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The body of the part [`FormParts::next`] just began, as
+/// [`transfer::receive`] reads a body: its data, then `None` at its end —
+/// so that each part goes through the one `PUT` pipeline.
+pub struct Part<'a, F>(pub &'a mut FormParts<F>);
+
+impl<F: Frames> Frames for Part<'_, F> {
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        match self.0.next().await {
+            Some(Ok(Event::Data(d))) => Some(Ok(d)),
+            Some(Ok(Event::PartEnd)) => None,
+            Some(Ok(Event::Part { .. })) => Some(Err("a part began inside another".into())),
+            Some(Err(why)) => Some(Err(why)),
+            None => Some(Err("the multipart body ended inside a part".into())),
+        }
+    }
+}
+
+/// Where a [`FilePart`] is.
+enum FileAt {
+    /// Before the part named `file`: other parts are skipped.
+    Before,
+    /// In it: its bytes are handed on.
+    In,
+    /// After it: the rest of the body is read and dropped.
+    After,
+}
+
+/// The first part named `file` of a form, as [`Frames`] (sandboxd's
+/// `PUT /v1/files/{path}`): whatever precedes it is skipped, whatever
+/// follows it is read and dropped unparsed.
+pub struct FilePart<F> {
+    parts: FormParts<F>,
+    at: FileAt,
+}
+
+impl<F: Frames> FilePart<F> {
+    /// The file part of `body`, delimited by `boundary`.
+    pub fn new(body: F, boundary: &str) -> FilePart<F> {
+        FilePart {
+            parts: FormParts::new(body, boundary),
+            at: FileAt::Before,
+        }
+    }
+}
+
+/// The body ended, or the form did, before its file part was read.
+fn no_file_part(parts: &FormParts<impl Frames>) -> String {
+    if parts.finished() {
+        "the multipart body has no part named \"file\"".to_owned()
+    } else {
+        "the multipart body ended before its part named \"file\" did".to_owned()
+    }
+}
+
+impl<F: Frames> Frames for FilePart<F> {
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        loop {
+            match self.at {
+                FileAt::Before => match self.parts.next().await {
+                    Some(Ok(Event::Part { name, .. })) if name == "file" => self.at = FileAt::In,
+                    Some(Ok(_)) => {}
+                    Some(Err(why)) => return Some(Err(why)),
+                    None => return Some(Err(no_file_part(&self.parts))),
+                },
+                FileAt::In => match self.parts.next().await {
+                    Some(Ok(Event::Data(d))) => return Some(Ok(d)),
+                    Some(Ok(Event::PartEnd)) => self.at = FileAt::After,
+                    Some(Ok(Event::Part { .. })) => {
+                        return Some(Err("a part began inside another".into()));
+                    }
+                    Some(Err(why)) => return Some(Err(why)),
+                    None => return Some(Err(no_file_part(&self.parts))),
+                },
+                FileAt::After => return self.parts.drop_rest().await.err().map(Err),
             }
         }
     }
@@ -156,5 +299,80 @@ mod tests {
         // Several ranges: the whole file.
         assert_eq!(parse_range(Some("bytes=0-1,3-4"), 10), Ok(None));
         assert_eq!(parse_range(Some("items=0-1"), 10), Ok(None));
+    }
+
+    /// A body delivered in frames of `size` bytes.
+    struct Chunks(Vec<Bytes>);
+
+    impl Frames for Chunks {
+        async fn next(&mut self) -> Option<Result<Bytes, String>> {
+            (!self.0.is_empty()).then(|| Ok(self.0.remove(0)))
+        }
+    }
+
+    fn chunks(body: &[u8], size: usize) -> Chunks {
+        Chunks(body.chunks(size).map(Bytes::copy_from_slice).collect())
+    }
+
+    async fn file_of(body: &[u8], size: usize) -> Result<Vec<u8>, String> {
+        let mut part = FilePart::new(chunks(body, size), "XyZ");
+        let mut out = Vec::new();
+        while let Some(data) = part.next().await {
+            out.extend_from_slice(&data?);
+        }
+        Ok(out)
+    }
+
+    fn form(parts: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (name, data) in parts {
+            b.extend_from_slice(
+                format!(
+                    "--XyZ\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"f\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            b.extend_from_slice(data);
+            b.extend_from_slice(b"\r\n");
+        }
+        b.extend_from_slice(b"--XyZ--\r\n");
+        b
+    }
+
+    #[tokio::test]
+    async fn the_file_part_comes_out_whole_whatever_the_framing() {
+        // Bytes that look like a delimiter's start, CRLFs inside the data.
+        let data: Vec<u8> = b"line\r\n--Xy not it\r\n-\r\n--XyY"
+            .iter()
+            .copied()
+            .chain((0..3000u32).map(|i| (i % 251) as u8))
+            .collect();
+        let body = form(&[("other", b"skip me"), ("file", &data), ("after", b"x")]);
+        for size in [1, 2, 3, 7, 64, 1000, body.len()] {
+            assert_eq!(
+                file_of(&body, size).await.unwrap(),
+                data,
+                "frames of {size}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_empty_file_part_is_an_empty_file() {
+        let body = form(&[("file", b"")]);
+        for size in [1, 5, body.len()] {
+            assert_eq!(file_of(&body, size).await.unwrap(), b"", "frames of {size}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_form_without_a_file_part_or_cut_short_is_refused() {
+        let e = file_of(&form(&[("other", b"x")]), 4).await.unwrap_err();
+        assert!(e.contains("no part named \"file\""), "{e}");
+        let mut cut = form(&[("file", b"abcdef")]);
+        cut.truncate(cut.len() - 15);
+        let e = file_of(&cut, 4).await.unwrap_err();
+        assert!(e.contains("ended before"), "{e}");
     }
 }

@@ -6,9 +6,8 @@
 //!
 //! - [`rest`]: `--sandboxd-rest`, `/v1/files/{path}`, `/v1/health`,
 //!   `/v1/metadata`, a mapping onto [`crate::files`] under
-//!   `--sandboxd-root`.
-//! - [`multipart`]: the one part of a `multipart/form-data` `PUT` that
-//!   holds the file, streamed.
+//!   `--sandboxd-root`; a `multipart/form-data` `PUT` is read through
+//!   `transport::file_http`'s `FilePart`.
 //! - `grpc` (the `sandboxd` feature, default on): `--sandboxd-grpc`,
 //!   `process.v1.ProcessService` over h2c (`Execute`, `Start`,
 //!   `WriteStdin`, `SendSignal`, `ResizeTTY`), each RPC a mapping onto the
@@ -25,7 +24,6 @@
 
 #[cfg(feature = "sandboxd")]
 pub mod grpc;
-pub(in crate::server::transport) mod multipart;
 pub mod rest;
 pub mod settings;
 #[cfg(feature = "sandboxd")]

@@ -46,7 +46,6 @@ use hyper::{Method, Request, StatusCode};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::multipart::{self, FilePart};
 use super::settings::SandboxRoot;
 use crate::config::Config;
 use crate::files::commit::{Options, Staged};
@@ -60,10 +59,11 @@ use crate::net::reply::{self, HttpReply};
 use crate::net::{
     self,
     accept::{self, Protocol},
+    multipart,
 };
 use crate::policy::cwd::CwdPolicy;
 use crate::server::app::App;
-use crate::server::transport::file_http::{json_reply, send_file};
+use crate::server::transport::file_http::{FilePart, json_reply, send_file};
 use crate::server::transport::platform::{Platform, PlatformAuth, Refusal};
 
 /// The names `/v1/metadata` never shows, whatever the prefix (sandboxd's
