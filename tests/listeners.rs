@@ -7,6 +7,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -150,15 +151,17 @@ fn a_job_running_as_nobody_cannot_act_as_the_root_server_through_a_listener_with
 }
 
 /// A client that holds `n` silent connections to `port`, replaced by fresh
-/// ones every 0.2 s, until `until`.
-fn flood(port: u16, n: usize, until: Instant) {
+/// ones every 0.3 s, until `stop` is set. Each batch is held longer than the
+/// server's grace for a silent connection (0.25 s), so the next batch finds
+/// a table full of connections old enough to evict.
+fn flood(port: u16, n: usize, stop: &AtomicBool) {
     let mut held: Vec<TcpStream> = Vec::new();
-    while Instant::now() < until {
+    while !stop.load(Ordering::Relaxed) {
         let fresh: Vec<TcpStream> = (0..n)
             .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
             .collect();
         held = fresh;
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(300));
     }
     drop(held);
 }
@@ -237,9 +240,10 @@ fn h2_served(port: u16, token: Option<&str>, within: Duration) -> Option<()> {
 
 const TOKEN: &str = "listeners-test-token-0123456789";
 
-/// A flood of silent connections (256 every 0.2 s, for 3 s) on each
-/// listener in turn, with the cap at 64, while 20 clients each send one
-/// complete request to that listener at once: each is answered within 1 s.
+/// A flood of silent connections (256 every 0.3 s, from 0.8 s before the
+/// clients until they are all answered) on each listener in turn, with the
+/// cap at 64, while 20 clients each send one complete request to that
+/// listener at once: each is answered within 1 s.
 fn flood_every_listener(t: Target, token: Option<&str>) {
     let dir = HostPath::new("flood-root");
     std::fs::create_dir(&dir.0).unwrap();
@@ -298,14 +302,12 @@ fn flood_every_listener(t: Target, token: Option<&str>) {
         ));
     }
     for (name, port, request) in &listeners {
-        let until = Instant::now() + Duration::from_secs(3);
-        let flooder = std::thread::spawn({
-            let port = *port;
-            move || flood(port, 256, until)
-        });
-        // Let the flood fill the table first (256 > the cap of 64).
-        std::thread::sleep(Duration::from_millis(600));
+        let stop = AtomicBool::new(false);
         let served: Vec<Result<Duration, String>> = std::thread::scope(|scope| {
+            let flooder = scope.spawn(|| flood(*port, 256, &stop));
+            // Let the flood fill the table and evict its own first batch
+            // (256 > the cap of 64; the second batch comes at 0.3 s).
+            std::thread::sleep(Duration::from_millis(800));
             let clients: Vec<_> = (0..20)
                 .map(|_| {
                     scope.spawn(|| {
@@ -325,12 +327,15 @@ fn flood_every_listener(t: Target, token: Option<&str>) {
                     })
                 })
                 .collect();
-            clients
+            let served = clients
                 .into_iter()
                 .map(|c| c.join().expect("a client"))
-                .collect()
+                .collect();
+            // The flood lasts as long as its clients, not a fixed time.
+            stop.store(true, Ordering::Relaxed);
+            flooder.join().expect("the flood");
+            served
         });
-        flooder.join().expect("the flood");
         // The flood did fill this listener's table: its silent connections
         // were evicted for newcomers.
         let metrics = crate::support::http::request(
