@@ -9,7 +9,7 @@
 //! - [`place`]: a path → its parent directory's descriptor and its final
 //!   name, resolved once under the working-directory policy
 //!   (`MCP_EXEC_ALLOWED_CWDS`); a final symlink followed, for a front-end
-//!   that writes through links, by descriptor ([`place::Place::follow`]).
+//!   that writes through links, by descriptor ([`place::Place::through_link`]).
 //! - [`commit`]: the atomic write (temporary file, `fsync`, verify,
 //!   `fchmod`, rename, `fsync` of the directory).
 //! - [`transfer`]: the verified pipeline — bodies streamed in to the
@@ -33,7 +33,7 @@
 //! later step is an `*at` call on that descriptor, and the final component
 //! is never followed when it is a symlink (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`,
 //! and `rename`, which replaces a link rather than its target) — unless a
-//! front-end asks [`place::Place::follow`], which has the kernel follow it
+//! front-end asks [`place::Place::through_link`], which has the kernel follow it
 //! and accepts only the object it reached. Only regular files are read or
 //! replaced. All of it but `fetch` and [`transfer`] is blocking I/O:
 //! callers run it on the file workers ([`transfer::blocking`]).

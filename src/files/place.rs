@@ -7,7 +7,7 @@
 //! read as a directory, never deleted, moved, replaced or written over.
 //!
 //! A front-end that reads and writes *through* a final symlink (sandboxd
-//! does) asks [`Place::follow`]: the kernel follows the link once, from
+//! does) asks [`Place::through_link`]: the kernel follows the link once, from
 //! the parent's descriptor, and what it reached is placed again under the
 //! same policy and accepted only if it is the very object the link led to
 //! (device and inode) — never a check of one path and a use of another.
@@ -95,7 +95,7 @@ impl Place {
     /// its descriptor, under `policy`: outside it is [`Kind::Outside`], a
     /// dangling link [`Kind::NotFound`], and a link or target swapped
     /// meanwhile (a different device or inode there) [`Kind::Io`].
-    pub fn follow(self, policy: &CwdPolicy) -> Result<Place, FileError> {
+    pub fn through_link(self, policy: &CwdPolicy) -> Result<Place, FileError> {
         match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {}
             _ => return Ok(self),
@@ -249,13 +249,14 @@ mod tests {
         std::os::unix::fs::symlink(s.0.join("secret"), root.join("out")).unwrap();
         std::os::unix::fs::symlink("nothing", root.join("dangling")).unwrap();
         let policy = CwdPolicy::from_settings(root.to_str(), root.to_str()).unwrap();
-        let follow = |name: &str| Place::resolve(&policy, &root.join(name), false)?.follow(&policy);
+        let through =
+            |name: &str| Place::resolve(&policy, &root.join(name), false)?.through_link(&policy);
         let real = std::fs::canonicalize(root.join("d/t")).unwrap();
-        assert_eq!(follow("rel").unwrap().path, real);
-        assert_eq!(follow("chain").unwrap().path, real);
-        assert_eq!(follow("d/t").unwrap().path, root.join("d/t"));
-        assert_eq!(follow("new").unwrap().path, root.join("new"));
-        assert_eq!(follow("out").unwrap_err().kind, Kind::Outside);
-        assert_eq!(follow("dangling").unwrap_err().kind, Kind::NotFound);
+        assert_eq!(through("rel").unwrap().path, real);
+        assert_eq!(through("chain").unwrap().path, real);
+        assert_eq!(through("d/t").unwrap().path, root.join("d/t"));
+        assert_eq!(through("new").unwrap().path, root.join("new"));
+        assert_eq!(through("out").unwrap_err().kind, Kind::Outside);
+        assert_eq!(through("dangling").unwrap_err().kind, Kind::NotFound);
     }
 }

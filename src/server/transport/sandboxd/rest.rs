@@ -27,7 +27,7 @@
 //! `openat2(RESOLVE_BENEATH)`), and the root itself must be allowed by
 //! §12.5's policy, so a sandboxd path can never reach what the MCP tools may
 //! not. Like sandboxd, a path whose last component is a symlink (inside
-//! the root) is read or written through: [`Place::follow`] has the kernel
+//! the root) is read or written through: [`Place::through_link`] has the kernel
 //! follow it from the parent's descriptor and places the object it reached
 //! under the same policy (the same device and inode, or refused), which is
 //! then used through descriptors; no path is checked and then used. `DELETE` removes the
@@ -253,10 +253,10 @@ impl SandboxdRest {
     }
 
     /// `path` resolved, its final symlink (inside the root) followed
-    /// ([`Place::follow`]: by the kernel, from the parent's descriptor).
+    /// ([`Place::through_link`]: by the kernel, from the parent's descriptor).
     fn followed(&self, path: &Path) -> Result<Place, FileError> {
         self.place(path, false)?
-            .follow(&self.policy)
+            .through_link(&self.policy)
             .map_err(|e| self.words(e))
     }
 
@@ -502,7 +502,7 @@ async fn get(
 }
 
 /// Every entry of the directory at `place`, sandboxd's shape: symlinks
-/// shown as what they lead to ([`Place::follow`]), or left out.
+/// shown as what they lead to ([`Place::through_link`]), or left out.
 fn listing(
     rest: &SandboxdRest,
     place: &Place,
@@ -612,7 +612,7 @@ async fn put(
         let Ok(place) = r.place(&full, false) else {
             return Ok(Dest::Later(full));
         };
-        let place = place.follow(&r.policy).map_err(|e| r.words(e))?;
+        let place = place.through_link(&r.policy).map_err(|e| r.words(e))?;
         if read::lstat(&place)?.is_some_and(|st| tree::is_dir(&st)) {
             return Err(FileError::new(Kind::Invalid, "target path is a directory"));
         }
