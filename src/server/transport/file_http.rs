@@ -102,7 +102,7 @@ impl<F: Frames> FormParts<F> {
 }
 
 /// The body of the part [`FormParts::next`] just began, as
-/// [`transfer::receive`] reads a body: its data, then `None` at its end —
+/// [`transfer::receive()`] reads a body: its data, then `None` at its end —
 /// so that each part goes through the one `PUT` pipeline.
 pub struct Part<'a, F>(pub &'a mut FormParts<F>);
 
