@@ -175,7 +175,7 @@ impl Jobs {
     /// for a job a stream owns, that the stream delivers it).
     fn already_terminated(&self, id: JobId, owner: Owner) -> Result<Signalled, JobSignalError> {
         let delivery = match owner {
-            Owner::Stream | Owner::Task(_) => Delivery::Elsewhere,
+            Owner::JobStream | Owner::Task(_) => Delivery::Elsewhere,
             Owner::Caller => match self.shared.table.claim(id) {
                 Claim::Delivered(job) => Delivery::Here(job),
                 Claim::Running | Claim::Unknown => return Err(JobSignalError::Unknown(id)),

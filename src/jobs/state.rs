@@ -277,10 +277,11 @@ pub enum Owner {
     /// The caller: MCP `execute`, `wait` or `kill`, whichever claims it
     /// first.
     Caller,
-    /// A stream (`POST /exec`, SPEC §11.2), which alone delivers it: `wait`
-    /// refuses the job, `kill` signals it but never claims it, and a queued
-    /// one is cancelled in place for its stream to deliver.
-    Stream,
+    /// A [`JobStream`](super::JobStream) (`POST /exec`, envd `Start`,
+    /// sandboxd `Execute`/`Start`), which alone delivers it: `wait` refuses
+    /// the job, `kill` signals it but never claims it, and a queued one is
+    /// cancelled in place for its stream to deliver.
+    JobStream,
     /// An MCP Task (SPEC §19), which keeps the result until its TTL: `wait`
     /// refuses the job, `kill` signals it but never claims it, nothing
     /// claims it; the task renders it from the table (as often as it is
@@ -311,7 +312,7 @@ impl Owner {
     pub fn name(self) -> &'static str {
         match self {
             Owner::Caller => "caller",
-            Owner::Stream => "stream",
+            Owner::JobStream => "stream",
             Owner::Task(_) => "task",
         }
     }

@@ -589,7 +589,7 @@ impl JobTable {
             inner.queue.retain(|q| *q != id);
             inner.release_lane_of(id);
             let cancelled = match owner {
-                Owner::Stream | Owner::Task(_) => Cancelled::InPlace,
+                Owner::JobStream | Owner::Task(_) => Cancelled::InPlace,
                 Owner::Caller => Cancelled::Removed(inner.take(id)?),
             };
             (cancelled, inner.jobs.is_empty())
@@ -1308,9 +1308,9 @@ mod tests {
         assert_eq!(admitted.len(), 1);
         let id = t.next_id();
         let mut job = Job::queued(id, pending(), CapturePolicy::default(), None, 1024);
-        job.owner = Owner::Stream;
+        job.owner = Owner::JobStream;
         assert!(t.submit(job).unwrap().is_empty());
-        assert_eq!(t.owned_among(&[JobId(1), id]), Some((id, Owner::Stream)));
+        assert_eq!(t.owned_among(&[JobId(1), id]), Some((id, Owner::JobStream)));
         assert_eq!(t.owned_among(&[JobId(1)]), None);
         assert!(matches!(t.cancel_queued(id), Some(Cancelled::InPlace)));
         assert!(t.cancel_queued(id).is_none());

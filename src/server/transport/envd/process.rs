@@ -9,7 +9,7 @@
 //!   limits, queue and breaker are the same. MCP's `list_jobs`, `status`, `output`, `kill` see
 //!   it, its tag as its label. Its envd **pid is the OS pid** of the job's
 //!   process (its process group id), as envd's is.
-//! - **Owner: the stream** (`Owner::Stream`). `Start` and `Connect` stream
+//! - **Owner: the stream** (`Owner::JobStream`). `Start` and `Connect` stream
 //!   the job (`Jobs::stream` over `Jobs::follow`, raw bytes; keep-alives
 //!   after the request's interval of quiet) and whichever stream is attached
 //!   when it ends delivers its end event, once. A client that goes away does
@@ -182,7 +182,7 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
     // terminal is always its input (closing it would send C-d).
     let close = !tty && msg.stdin == Some(false);
     req.close_stdin = close;
-    req.owner = Owner::Stream;
+    req.owner = Owner::JobStream;
     // `jobs` closes stdin (when asked) once the job runs.
     let launch = match req.validate(&app.config, &app.job_policy) {
         Ok(launch) => launch,

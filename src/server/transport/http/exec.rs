@@ -19,7 +19,7 @@
 //! - `: keep-alive` every [`KEEP_ALIVE`].
 //!
 //! # Ownership
-//! The job is launched owned by its stream (`jobs::Owner::Stream`):
+//! The job is launched owned by its stream (`jobs::Owner::JobStream`):
 //! `list_jobs`, `status`, `output` and `kill` see it, `wait` refuses it,
 //! `kill` never claims it. The stream alone claims its result, once, after
 //! sending all its output: the events and keep-alives come from
@@ -99,7 +99,7 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
     };
     // The stdin string is written and then stdin is closed.
     launch.close_stdin = true;
-    launch.owner = Owner::Stream;
+    launch.owner = Owner::JobStream;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     // `jobs` writes the stdin and closes it, once the job runs.
     let id = match app.jobs.launch(launch) {

@@ -14,7 +14,7 @@
 //! The request's `ProcessConfig` (argv, env, cwd) and `pty` become a
 //! `jobs::LaunchRequest`, validated as every front-end's (the rules, the
 //! cwd policy, identity, limits and windows are `execute`'s); jobs are owned by their
-//! stream (`Owner::Stream`, like `POST /exec`): `list_jobs`, `status`,
+//! stream (`Owner::JobStream`, like `POST /exec`): `list_jobs`, `status`,
 //! `output` and `kill` see them, `wait` refuses them.
 //!
 //! # Mappings (docs/sandboxd.md)
@@ -291,7 +291,7 @@ fn launch(
         }
     });
     req.timeout = deadline;
-    req.owner = Owner::Stream;
+    req.owner = Owner::JobStream;
     req.validate(&app.config, &app.job_policy)
         .map_err(|e| Status::new(Code::InvalidArgument, ToolError::from(e).to_string()))
 }
