@@ -47,12 +47,10 @@ use tokio::sync::mpsc;
 
 use crate::net::body::Body;
 use crate::net::envelope::{self, Decoder, END_STREAM};
+use crate::net::reply::HttpReply;
 use crate::net::request::{self, BodyError};
 pub use crate::net::status::Code;
 use crate::net::timeout;
-
-/// A response on the envd listener.
-pub type Reply = Response<Body>;
 
 /// The unary codec's content type.
 pub const JSON: &str = "application/json";
@@ -63,17 +61,17 @@ pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(90);
 
 /// A Connect error: a code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+pub struct ConnectError {
     /// Its code.
     pub code: Code,
     /// What went wrong.
     pub message: String,
 }
 
-impl Error {
+impl ConnectError {
     /// An error of `code` saying `message`.
-    pub fn new(code: Code, message: impl Into<String>) -> Error {
-        Error {
+    pub fn new(code: Code, message: impl Into<String>) -> ConnectError {
+        ConnectError {
             code,
             message: message.into(),
         }
@@ -85,7 +83,7 @@ impl Error {
     }
 
     /// As a unary answer: the code's status and the JSON body.
-    pub fn unary(&self) -> Reply {
+    pub fn unary(&self) -> HttpReply {
         typed(self.code.http(), JSON, Body::full(self.json().to_string()))
     }
 }
@@ -102,9 +100,9 @@ pub struct Meta {
 
 impl Meta {
     /// Reads the headers; a malformed timeout is `invalid_argument`.
-    pub fn of(headers: &HeaderMap) -> Result<Meta, Error> {
+    pub fn of(headers: &HeaderMap) -> Result<Meta, ConnectError> {
         let timeout = timeout::connect(headers)
-            .map_err(|e| Error::new(Code::InvalidArgument, e.to_string()))?;
+            .map_err(|e| ConnectError::new(Code::InvalidArgument, e.to_string()))?;
         let keepalive = headers
             .get("keepalive-ping-interval")
             .and_then(|v| v.to_str().ok())
@@ -129,7 +127,7 @@ pub enum Shape {
 /// Checks the content type and the encoding for `shape`: `Some` is the
 /// refusal, the whole answer (`415` with an empty body; `unimplemented`
 /// for compression).
-pub fn refusal(headers: &HeaderMap, shape: Shape) -> Option<Reply> {
+pub fn refusal(headers: &HeaderMap, shape: Shape) -> Option<HttpReply> {
     let media = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -162,7 +160,7 @@ pub fn refusal(headers: &HeaderMap, shape: Shape) -> Option<Reply> {
     if let Some(v) = headers.get(encoding)
         && !v.as_bytes().eq_ignore_ascii_case(b"identity")
     {
-        let e = Error::new(
+        let e = ConnectError::new(
             Code::Unimplemented,
             "compression is not supported: send identity",
         );
@@ -175,9 +173,9 @@ pub fn refusal(headers: &HeaderMap, shape: Shape) -> Option<Reply> {
 }
 
 /// Parses one JSON message (ProtoJSON, unknown fields ignored).
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ConnectError> {
     serde_json::from_slice(bytes).map_err(|e| {
-        Error::new(
+        ConnectError::new(
             Code::InvalidArgument,
             format!("the message is not valid: {e}"),
         )
@@ -187,33 +185,36 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
 /// Reads a whole body of at most `limit` bytes, within the floor's body
 /// deadline (`net::request`): a body that does not arrive whole in time is
 /// `deadline_exceeded`.
-async fn collect(body: Incoming, limit: usize) -> Result<Bytes, Error> {
+async fn collect(body: Incoming, limit: usize) -> Result<Bytes, ConnectError> {
     match request::read_whole(body, limit).await {
         Ok(bytes) => Ok(bytes),
         Err(BodyError::TooLarge) => Err(too_big(limit)),
-        Err(BodyError::Late) => Err(Error::new(
+        Err(BodyError::Late) => Err(ConnectError::new(
             Code::DeadlineExceeded,
             format!(
                 "the request did not arrive within {} s",
                 request::BODY_READ_TIMEOUT.as_secs()
             ),
         )),
-        Err(BodyError::Read(e)) => Err(Error::new(
+        Err(BodyError::Read(e)) => Err(ConnectError::new(
             Code::Canceled,
             format!("reading the request: {e}"),
         )),
     }
 }
 
-fn too_big(limit: usize) -> Error {
-    Error::new(
+fn too_big(limit: usize) -> ConnectError {
+    ConnectError::new(
         Code::ResourceExhausted,
         format!("a message is at most {limit} bytes (MCP_EXEC_MAX_LINE_BYTES)"),
     )
 }
 
 /// A unary request's message.
-pub async fn unary_request<T: DeserializeOwned>(body: Incoming, limit: usize) -> Result<T, Error> {
+pub async fn unary_request<T: DeserializeOwned>(
+    body: Incoming,
+    limit: usize,
+) -> Result<T, ConnectError> {
     let bytes = collect(body, limit).await?;
     // An empty body is the empty message, as ProtoJSON allows.
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -223,18 +224,21 @@ pub async fn unary_request<T: DeserializeOwned>(body: Incoming, limit: usize) ->
 }
 
 /// A server-stream request's one message: exactly one envelope.
-pub async fn stream_request<T: DeserializeOwned>(body: Incoming, limit: usize) -> Result<T, Error> {
+pub async fn stream_request<T: DeserializeOwned>(
+    body: Incoming,
+    limit: usize,
+) -> Result<T, ConnectError> {
     let bytes = collect(body, limit.saturating_add(envelope::HEADER)).await?;
     let mut decoder = request_decoder(limit);
     decoder.push(&bytes);
     let Some(message) = next(&mut decoder, limit)? else {
-        return Err(Error::new(
+        return Err(ConnectError::new(
             Code::InvalidArgument,
             "a streaming request needs exactly one enveloped message",
         ));
     };
     if decoder.buffered() > 0 {
-        return Err(Error::new(
+        return Err(ConnectError::new(
             Code::InvalidArgument,
             "a server-streaming request carries exactly one message",
         ));
@@ -249,12 +253,12 @@ fn request_decoder(limit: usize) -> Decoder {
 }
 
 /// The decoder's next message, its refusals as Connect errors.
-fn next(decoder: &mut Decoder, limit: usize) -> Result<Option<Bytes>, Error> {
+fn next(decoder: &mut Decoder, limit: usize) -> Result<Option<Bytes>, ConnectError> {
     decoder.next().map_err(|e| match e {
         envelope::Error::Compressed => {
-            Error::new(Code::Unimplemented, "compressed messages are not supported")
+            ConnectError::new(Code::Unimplemented, "compressed messages are not supported")
         }
-        envelope::Error::Flags(_) => Error::new(
+        envelope::Error::Flags(_) => ConnectError::new(
             Code::InvalidArgument,
             "a request envelope must not set the end-stream flag",
         ),
@@ -263,8 +267,8 @@ fn next(decoder: &mut Decoder, limit: usize) -> Result<Option<Bytes>, Error> {
     })
 }
 
-fn truncated() -> Error {
-    Error::new(Code::InvalidArgument, "the stream ended inside an envelope")
+fn truncated() -> ConnectError {
+    ConnectError::new(Code::InvalidArgument, "the stream ended inside an envelope")
 }
 
 /// A client stream's envelopes, read as they arrive.
@@ -287,7 +291,7 @@ impl EnvelopeReader {
     }
 
     /// The next message; `Ok(None)` at the end of the body.
-    pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, Error> {
+    pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, ConnectError> {
         loop {
             if let Some(m) = next(&mut self.decoder, self.limit)? {
                 return decode(&m).map(Some);
@@ -306,7 +310,7 @@ impl EnvelopeReader {
                     }
                 }
                 Some(Err(e)) => {
-                    return Err(Error::new(
+                    return Err(ConnectError::new(
                         Code::Canceled,
                         format!("reading the stream: {e}"),
                     ));
@@ -323,7 +327,7 @@ pub fn message(msg: &impl Serialize) -> Bytes {
 }
 
 /// The end-stream envelope: `{}`, or `{"error":{code,message}}`.
-pub fn end(error: Option<&Error>) -> Bytes {
+pub fn end(error: Option<&ConnectError>) -> Bytes {
     let json = match error {
         None => b"{}".to_vec(),
         Some(e) => json!({"error": e.json()}).to_string().into_bytes(),
@@ -338,18 +342,18 @@ pub struct Envelopes;
 impl Envelopes {
     /// The answer whose body is what `rx` yields (the task sends the
     /// end-stream envelope last).
-    pub fn reply(rx: mpsc::Receiver<Bytes>) -> Reply {
+    pub fn reply(rx: mpsc::Receiver<Bytes>) -> HttpReply {
         typed(StatusCode::OK, CONNECT_JSON, Body::stream(rx))
     }
 
     /// A stream that failed before any message: only the end-stream
     /// envelope with the error (HTTP `200`, as connect-go answers).
-    pub fn failed(e: &Error) -> Reply {
+    pub fn failed(e: &ConnectError) -> HttpReply {
         typed(StatusCode::OK, CONNECT_JSON, Body::full(end(Some(e))))
     }
 
     /// A client stream's answer: one message, then a clean end.
-    pub fn single(msg: &impl Serialize) -> Reply {
+    pub fn single(msg: &impl Serialize) -> HttpReply {
         let mut b = BytesMut::from(&message(msg)[..]);
         b.extend_from_slice(&end(None));
         typed(StatusCode::OK, CONNECT_JSON, Body::full(b.freeze()))
@@ -357,13 +361,13 @@ impl Envelopes {
 }
 
 /// A unary success: `200` with the JSON message.
-pub fn ok(msg: &impl Serialize) -> Reply {
+pub fn ok(msg: &impl Serialize) -> HttpReply {
     let json = serde_json::to_vec(msg).unwrap_or_else(|_| b"{}".to_vec());
     typed(StatusCode::OK, JSON, Body::full(json))
 }
 
 /// A response of `code` with `content_type`.
-pub fn typed(code: StatusCode, content_type: &'static str, body: Body) -> Reply {
+pub fn typed(code: StatusCode, content_type: &'static str, body: Body) -> HttpReply {
     let mut r = Response::new(body);
     *r.status_mut() = code;
     r.headers_mut()
@@ -382,7 +386,7 @@ mod tests {
             b"\x00\x00\x00\x00\x07{\"a\":1}"
         );
         assert_eq!(&end(None)[..], b"\x02\x00\x00\x00\x02{}");
-        let e = Error::new(Code::NotFound, "no such process");
+        let e = ConnectError::new(Code::NotFound, "no such process");
         assert_eq!(
             &end(Some(&e))[..],
             &b"\x02\x00\x00\x00\x3a{\"error\":{\"code\":\"not_found\",\"message\":\"no such process\"}}"[..]
@@ -412,7 +416,10 @@ mod tests {
         ] {
             let mut d = request_decoder(100);
             d.push(&bytes);
-            assert_eq!(next(&mut d, 100).unwrap_err(), Error::new(code, text));
+            assert_eq!(
+                next(&mut d, 100).unwrap_err(),
+                ConnectError::new(code, text)
+            );
         }
         let mut d = request_decoder(100);
         d.push(cut);
@@ -422,12 +429,12 @@ mod tests {
 
     #[test]
     fn a_unary_error_has_connects_http_status_and_name() {
-        let r = Error::new(Code::Unauthenticated, "no token").unary();
+        let r = ConnectError::new(Code::Unauthenticated, "no token").unary();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-        let r = Error::new(Code::Canceled, "gone").unary();
+        let r = ConnectError::new(Code::Canceled, "gone").unary();
         assert_eq!(r.status().as_u16(), 499);
         assert_eq!(
-            Error::new(Code::NotFound, "x").json(),
+            ConnectError::new(Code::NotFound, "x").json(),
             json!({"code": "not_found", "message": "x"})
         );
     }

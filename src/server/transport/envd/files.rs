@@ -35,7 +35,6 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use super::super::file_http::{FormParts, Part, send_file};
-use super::connect::Reply;
 use super::filesystem::{Names, absolute, home};
 use crate::files::commit::{Options, Staged};
 use crate::files::place::Place;
@@ -44,13 +43,14 @@ use crate::files::{FileError, Kind, read, tree};
 use crate::net::body::Body;
 use crate::net::multipart::{self, Event};
 use crate::net::query::{Plus, Query};
+use crate::net::reply::HttpReply;
 use crate::server::app::App;
 
 /// The most `file` parts one multipart request may carry.
 pub const MAX_PARTS: usize = 1000;
 
 /// `{"code": <status>, "message": …}` with that status.
-pub fn error(code: StatusCode, message: &str) -> Reply {
+pub fn error(code: StatusCode, message: &str) -> HttpReply {
     let body = serde_json::json!({"code": code.as_u16(), "message": message}).to_string();
     let mut r = hyper::Response::new(Body::full(body));
     *r.status_mut() = code;
@@ -61,7 +61,7 @@ pub fn error(code: StatusCode, message: &str) -> Reply {
     r
 }
 
-fn file_error(e: &FileError) -> Reply {
+fn file_error(e: &FileError) -> HttpReply {
     error(
         StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &e.message,
@@ -81,7 +81,7 @@ fn target(text: &str, user: Option<&str>) -> Result<PathBuf, FileError> {
 }
 
 /// Routes `/files` (the listener has checked auth).
-pub(super) async fn handle(state: &Arc<super::EnvdState>, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(state: &Arc<super::EnvdState>, req: Request<Incoming>) -> HttpReply {
     let app = &state.app;
     let query = req.uri().query().map(str::to_owned);
     let path = query_value(query.as_deref(), "path");
@@ -101,7 +101,12 @@ pub(super) async fn handle(state: &Arc<super::EnvdState>, req: Request<Incoming>
     }
 }
 
-async fn get(app: &Arc<App>, req: Request<Incoming>, text: &str, user: Option<String>) -> Reply {
+async fn get(
+    app: &Arc<App>,
+    req: Request<Incoming>,
+    text: &str,
+    user: Option<String>,
+) -> HttpReply {
     let range = req
         .headers()
         .get(header::RANGE)
@@ -161,7 +166,7 @@ fn written(path: &std::path::Path) -> WriteInfo {
     }
 }
 
-fn stalled(stall: std::time::Duration) -> Reply {
+fn stalled(stall: std::time::Duration) -> HttpReply {
     closing(error(
         StatusCode::REQUEST_TIMEOUT,
         &format!(
@@ -171,7 +176,7 @@ fn stalled(stall: std::time::Duration) -> Reply {
     ))
 }
 
-fn closing(mut r: Reply) -> Reply {
+fn closing(mut r: HttpReply) -> HttpReply {
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
@@ -194,7 +199,7 @@ fn staged(
 }
 
 /// What one received file answers: its `WriteInfo`, or the whole reply.
-fn outcome(got: Received, stall: std::time::Duration) -> Result<WriteInfo, Box<Reply>> {
+fn outcome(got: Received, stall: std::time::Duration) -> Result<WriteInfo, Box<HttpReply>> {
     if got.stalled {
         return Err(Box::new(stalled(stall)));
     }
@@ -211,7 +216,7 @@ async fn post(
     req: Request<Incoming>,
     path: Option<String>,
     user: Option<String>,
-) -> Reply {
+) -> HttpReply {
     let headers = req.headers();
     if let Some(enc) = headers
         .get(header::CONTENT_ENCODING)
@@ -272,7 +277,7 @@ async fn post(
     }
 }
 
-fn answer(files: &[WriteInfo]) -> Reply {
+fn answer(files: &[WriteInfo]) -> HttpReply {
     let body = serde_json::to_vec(files).unwrap_or_default();
     let mut r = hyper::Response::new(Body::full(body));
     r.headers_mut().insert(
@@ -289,7 +294,7 @@ async fn form(
     boundary: &str,
     path: Option<String>,
     user: Option<String>,
-) -> Reply {
+) -> HttpReply {
     let mut parts = FormParts::new(body, boundary);
     let mut done: Vec<WriteInfo> = Vec::new();
     let mut files = 0usize;

@@ -39,13 +39,14 @@ use tokio::sync::mpsc;
 
 use super::EnvdState;
 use super::connect::{
-    Code, Envelopes, Error, Meta, Reply, Shape, end, message, ok, refusal, stream_request,
+    Code, ConnectError, Envelopes, Meta, Shape, end, message, ok, refusal, stream_request,
     unary_request,
 };
 use super::watchers::{self, WatchRequest, WatcherRequest};
 use crate::files::place::Place;
 use crate::files::transfer::blocking;
 use crate::files::{FileError, Kind, path, tree};
+use crate::net::reply::HttpReply;
 use crate::policy::cwd::CwdPolicy;
 use crate::server::app::App;
 
@@ -630,7 +631,7 @@ fn basic_user(headers: &hyper::HeaderMap) -> Option<String> {
 }
 
 /// Our error as Connect's.
-pub(super) fn to_connect(e: &RpcError) -> Error {
+pub(super) fn to_connect(e: &RpcError) -> ConnectError {
     let code = match e.code {
         "canceled" => Code::Canceled,
         "invalid_argument" => Code::InvalidArgument,
@@ -649,11 +650,11 @@ pub(super) fn to_connect(e: &RpcError) -> Error {
         "internal" => Code::Internal,
         _ => Code::Unknown,
     };
-    Error::new(code, e.message.clone())
+    ConnectError::new(code, e.message.clone())
 }
 
 /// A unary RPC: the message decoded, `f` run, its answer (or error) sent.
-async fn unary<Req, Res, F>(body: Incoming, limit: usize, f: impl FnOnce(Req) -> F) -> Reply
+async fn unary<Req, Res, F>(body: Incoming, limit: usize, f: impl FnOnce(Req) -> F) -> HttpReply
 where
     Req: serde::de::DeserializeOwned,
     Res: Serialize,
@@ -674,7 +675,7 @@ where
 struct Empty {}
 
 /// Serves `/filesystem.Filesystem/<rpc>`.
-pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incoming>) -> HttpReply {
     let streaming = rpc == "WatchDir";
     let shape = if streaming {
         Shape::ServerStream
@@ -733,7 +734,7 @@ pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incom
             ));
             Envelopes::reply(rx)
         }
-        _ => Error::new(
+        _ => ConnectError::new(
             Code::Unimplemented,
             format!("filesystem.Filesystem/{rpc} does not exist"),
         )

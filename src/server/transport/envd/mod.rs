@@ -44,12 +44,13 @@ use tokio_util::sync::CancellationToken;
 use super::platform::{Platform, PlatformAuth, Refusal};
 use crate::jobs::JobId;
 use crate::net::body::Body;
+use crate::net::reply::HttpReply;
 use crate::net::{
     self,
     accept::{self, Protocol},
 };
 use crate::server::app::App;
-use connect::{Code, Reply};
+use connect::Code;
 
 /// The envd listener's settings, validated at start-up.
 #[derive(Debug, Clone)]
@@ -136,7 +137,7 @@ pub async fn start(
 }
 
 /// The rule, then the endpoint.
-async fn route(state: &Arc<EnvdState>, req: Request<Incoming>) -> Reply {
+async fn route(state: &Arc<EnvdState>, req: Request<Incoming>) -> HttpReply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     // A probe (the floor's table: `GET`/`HEAD /health`) keeps the Host and
@@ -191,13 +192,13 @@ enum Service {
 
 /// A request the platform rule refused: its HTTP status, and a Connect
 /// error body (`unauthenticated` without the token).
-fn refusal(r: Refusal) -> Reply {
+fn refusal(r: Refusal) -> HttpReply {
     let body = serde_json::json!({"code": Code::from(r).connect(), "message": r.message()});
     connect::typed(r.status(), connect::JSON, Body::full(body.to_string()))
 }
 
 /// A response with no body.
-fn empty(code: StatusCode) -> Reply {
+fn empty(code: StatusCode) -> HttpReply {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = code;
     r

@@ -42,7 +42,7 @@ use init::{Program, Signal};
 use tokio::sync::mpsc;
 
 use super::EnvdState;
-use super::connect::{self, Code, EnvelopeReader, Envelopes, Error, Meta, Reply, Shape};
+use super::connect::{self, Code, ConnectError, EnvelopeReader, Envelopes, Meta, Shape};
 use super::proto::{
     DataEvent, Empty, EndEvent, EventResponse, ListResponse, ProcessConfig, ProcessEvent,
     ProcessInfo, ProcessSelector, Selected, SendInputRequest, SendSignalRequest, SignalName,
@@ -52,6 +52,7 @@ use crate::jobs::{
     ClientGone, Event, JobId, JobPhase, JobSignalError, KeepAlive, LaunchError, LaunchRequest,
     Launched, Owner, Plan, StdinError, Stream, Streamed, Streaming, TerminalError, TerminalSize,
 };
+use crate::net::reply::HttpReply;
 use crate::protocol::version::{LATEST, Revision};
 use crate::tools::{ToolError, execute};
 
@@ -74,13 +75,13 @@ pub(super) struct Started {
 }
 
 /// Serves `/process.Process/<rpc>`.
-pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(state: &Arc<EnvdState>, rpc: &str, req: Request<Incoming>) -> HttpReply {
     let shape = match rpc {
         "Start" | "Connect" => Shape::ServerStream,
         "StreamInput" => Shape::ClientStream,
         "List" | "SendInput" | "SendSignal" | "CloseStdin" | "Update" => Shape::Unary,
         _ => {
-            return Error::new(
+            return ConnectError::new(
                 Code::Unimplemented,
                 format!("process.Process/{rpc} is not a method"),
             )
@@ -168,9 +169,9 @@ fn request(msg: &StartRequest, config: &ProcessConfig, meta: Meta) -> LaunchRequ
 }
 
 /// `Start`: launch the job, then stream it.
-fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
+fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> HttpReply {
     let Some(config) = msg.process.clone().filter(|p| !p.cmd.is_empty()) else {
-        return Envelopes::failed(&Error::new(
+        return Envelopes::failed(&ConnectError::new(
             Code::InvalidArgument,
             "process.cmd is required",
         ));
@@ -188,7 +189,7 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
         Ok(launch) => launch,
         Err(e) => {
             let text = ToolError::from(e).to_string();
-            return Envelopes::failed(&Error::new(Code::InvalidArgument, text));
+            return Envelopes::failed(&ConnectError::new(Code::InvalidArgument, text));
         }
     };
     let id = match app.jobs.launch(launch) {
@@ -197,13 +198,13 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
             return Envelopes::failed(&not_started(&job.phase()));
         }
         Err(e @ (LaunchError::BreakerOpen { .. } | LaunchError::QueueFull { .. })) => {
-            return Envelopes::failed(&Error::new(
+            return Envelopes::failed(&ConnectError::new(
                 Code::Unavailable,
                 execute::launch_error(e).to_string(),
             ));
         }
         Err(e) => {
-            return Envelopes::failed(&Error::new(
+            return Envelopes::failed(&ConnectError::new(
                 Code::InvalidArgument,
                 execute::launch_error(e).to_string(),
             ));
@@ -228,7 +229,7 @@ fn start(state: &Arc<EnvdState>, msg: StartRequest, meta: Meta) -> Reply {
 }
 
 /// `Connect`: re-attach to a job started here, by pid or tag.
-fn attach(state: &Arc<EnvdState>, selector: Option<&ProcessSelector>, meta: Meta) -> Reply {
+fn attach(state: &Arc<EnvdState>, selector: Option<&ProcessSelector>, meta: Meta) -> HttpReply {
     let id = match select(state, selector) {
         Ok(id) => id,
         Err(e) => return Envelopes::failed(&e),
@@ -245,7 +246,7 @@ fn stream(
     tty: bool,
     keepalive: Duration,
     deadline: Option<Duration>,
-) -> Reply {
+) -> HttpReply {
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let state = Arc::clone(state);
     tokio::spawn(async move { frame(&state, id, tty, keepalive, deadline, &tx).await });
@@ -281,7 +282,7 @@ async fn frame(
         let event = match stream.next().await {
             Streamed::ClientGone => return,
             Streamed::Deadline => {
-                let e = Error::new(
+                let e = ConnectError::new(
                     Code::DeadlineExceeded,
                     "the stream's deadline passed (the process runs on)",
                 );
@@ -298,9 +299,9 @@ async fn frame(
                 // Left the table without an end for us: another stream took
                 // it, or the server is shutting down.
                 let e = if state.shutdown.is_cancelled() {
-                    Error::new(Code::Unavailable, "the server is shutting down")
+                    ConnectError::new(Code::Unavailable, "the server is shutting down")
                 } else {
-                    Error::new(
+                    ConnectError::new(
                         Code::Aborted,
                         "the process ended and another stream received its end",
                     )
@@ -421,28 +422,32 @@ fn go_signal_name(signal: Signal) -> String {
     name.into()
 }
 
-fn not_started(phase: &JobPhase) -> Error {
+fn not_started(phase: &JobPhase) -> ConnectError {
     let why = match phase {
         JobPhase::NotStarted(why) => why.clone(),
         _ => "the process did not start".into(),
     };
-    Error::new(Code::InvalidArgument, why)
+    ConnectError::new(Code::InvalidArgument, why)
 }
 
 /// The job a selector names, among the jobs started here.
-fn select(state: &EnvdState, selector: Option<&ProcessSelector>) -> Result<JobId, Error> {
+fn select(state: &EnvdState, selector: Option<&ProcessSelector>) -> Result<JobId, ConnectError> {
     let ours: HashSet<JobId> = state.processes().keys().copied().collect();
     let jobs = &state.app.jobs;
     match selector {
         Some(ProcessSelector { pid: Some(pid), .. }) => jobs
             .find(|l| ours.contains(&l.id) && l.pid.map(pid_of) == Some(*pid))
             .map(|l| l.id)
-            .ok_or_else(|| Error::new(Code::NotFound, format!("process with pid {pid} not found"))),
+            .ok_or_else(|| {
+                ConnectError::new(Code::NotFound, format!("process with pid {pid} not found"))
+            }),
         Some(ProcessSelector { tag: Some(tag), .. }) => jobs
             .find(|l| ours.contains(&l.id) && l.label.as_deref() == Some(tag))
             .map(|l| l.id)
-            .ok_or_else(|| Error::new(Code::NotFound, format!("process with tag {tag} not found"))),
-        _ => Err(Error::new(
+            .ok_or_else(|| {
+                ConnectError::new(Code::NotFound, format!("process with tag {tag} not found"))
+            }),
+        _ => Err(ConnectError::new(
             Code::InvalidArgument,
             "process: a pid or a tag is required",
         )),
@@ -477,7 +482,7 @@ fn list(state: &EnvdState) -> ListResponse {
 }
 
 /// `SendInput`.
-async fn send_input(state: &EnvdState, msg: SendInputRequest) -> Result<Reply, Error> {
+async fn send_input(state: &EnvdState, msg: SendInputRequest) -> Result<HttpReply, ConnectError> {
     let id = select(state, msg.process.as_ref())?;
     let data = msg
         .input
@@ -496,7 +501,7 @@ async fn send_input(state: &EnvdState, msg: SendInputRequest) -> Result<Reply, E
 async fn close_stdin(
     state: &EnvdState,
     selector: Option<&ProcessSelector>,
-) -> Result<Reply, Error> {
+) -> Result<HttpReply, ConnectError> {
     let id = select(state, selector)?;
     match state.app.jobs.write_stdin(id, &[], true).await {
         // Closing what is closed is done (envd answers the same).
@@ -505,7 +510,7 @@ async fn close_stdin(
     }
 }
 
-fn stdin_error(e: StdinError) -> Error {
+fn stdin_error(e: StdinError) -> ConnectError {
     let code = match e {
         StdinError::Unknown => Code::NotFound,
         StdinError::Write { .. } => Code::Internal,
@@ -513,16 +518,16 @@ fn stdin_error(e: StdinError) -> Error {
             Code::FailedPrecondition
         }
     };
-    Error::new(code, e.to_string())
+    ConnectError::new(code, e.to_string())
 }
 
 /// `SendSignal`: the one signal to the job's whole group, verified.
-async fn send_signal(state: &EnvdState, msg: SendSignalRequest) -> Result<Reply, Error> {
+async fn send_signal(state: &EnvdState, msg: SendSignalRequest) -> Result<HttpReply, ConnectError> {
     let (plan, wait) = match msg.signal {
         SignalName::Kill => (Plan::One(Signal::KILL), KILL_WAIT),
         SignalName::Term => (Plan::One(Signal::TERM), TERM_WAIT),
         other => {
-            return Err(Error::new(
+            return Err(ConnectError::new(
                 Code::Unimplemented,
                 format!("invalid signal: {other:?}"),
             ));
@@ -531,8 +536,10 @@ async fn send_signal(state: &EnvdState, msg: SendSignalRequest) -> Result<Reply,
     let id = select(state, msg.process.as_ref())?;
     match state.app.jobs.signal(id, plan, wait, |_| {}).await {
         Ok(_) => Ok(connect::ok(&Empty {})),
-        Err(JobSignalError::Unknown(_)) => Err(Error::new(Code::NotFound, "the process is gone")),
-        Err(e @ JobSignalError::Failed(_)) => Err(Error::new(
+        Err(JobSignalError::Unknown(_)) => {
+            Err(ConnectError::new(Code::NotFound, "the process is gone"))
+        }
+        Err(e @ JobSignalError::Failed(_)) => Err(ConnectError::new(
             Code::Internal,
             format!("error sending signal: {e}"),
         )),
@@ -540,7 +547,7 @@ async fn send_signal(state: &EnvdState, msg: SendSignalRequest) -> Result<Reply,
 }
 
 /// `StreamInput`: a start naming the process, then input, until the end.
-async fn stream_input(state: &EnvdState, mut reader: EnvelopeReader) -> Reply {
+async fn stream_input(state: &EnvdState, mut reader: EnvelopeReader) -> HttpReply {
     let mut id = None;
     loop {
         let msg = match reader.next::<StreamInputEnvelope>().await {
@@ -555,7 +562,7 @@ async fn stream_input(state: &EnvdState, mut reader: EnvelopeReader) -> Reply {
             }
         } else if let Some(data) = msg.data {
             let Some(id) = id else {
-                return Envelopes::failed(&Error::new(
+                return Envelopes::failed(&ConnectError::new(
                     Code::FailedPrecondition,
                     "the first message must be start (which process)",
                 ));
@@ -572,7 +579,7 @@ async fn stream_input(state: &EnvdState, mut reader: EnvelopeReader) -> Reply {
 }
 
 /// `Update`: a terminal's new size (SIGWINCH to its foreground group).
-fn update(state: &EnvdState, msg: UpdateRequest) -> Result<Reply, Error> {
+fn update(state: &EnvdState, msg: UpdateRequest) -> Result<HttpReply, ConnectError> {
     let id = select(state, msg.process.as_ref())?;
     if let Some(size) = msg.pty.and_then(|p| p.size) {
         let cols = u16::try_from(size.cols).unwrap_or(u16::MAX);
@@ -586,7 +593,7 @@ fn update(state: &EnvdState, msg: UpdateRequest) -> Result<Reply, Error> {
                     Code::FailedPrecondition
                 }
             };
-            Error::new(code, e.to_string())
+            ConnectError::new(code, e.to_string())
         })?;
     }
     Ok(connect::ok(&Empty {}))
