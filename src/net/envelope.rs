@@ -9,11 +9,11 @@
 //!   [`Decoder::finish`] at the end of the body.
 //!
 //! Invariants: an envelope is judged as soon as its header is complete, in
-//! this order: the compressed flag ([`Error::Compressed`]), then the flags
-//! the caller refuses ([`Decoder::refusing`], [`Error::Flags`]), then the
-//! declared length against the caller's bound ([`Error::TooLarge`]), so a
+//! this order: the compressed flag ([`EnvelopeError::Compressed`]), then the flags
+//! the caller refuses ([`Decoder::refusing`], [`EnvelopeError::Flags`]), then the
+//! declared length against the caller's bound ([`EnvelopeError::TooLarge`]), so a
 //! message past the bound is refused on its header, never waited for; a
-//! body that ends inside an envelope is [`Error::Truncated`], never a
+//! body that ends inside an envelope is [`EnvelopeError::Truncated`], never a
 //! shorter message. Other flags pass unseen: neither protocol gives a
 //! request's envelope any but these two.
 //!
@@ -34,7 +34,7 @@ pub const END_STREAM: u8 = 0x02;
 /// Why bytes are not an envelope. (The texts are for logs; a front-end
 /// answers its own.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
+pub enum EnvelopeError {
     /// The header declares a message longer than the caller's bound.
     #[error("the envelope declares {declared} bytes, past the bound")]
     TooLarge {
@@ -108,19 +108,19 @@ impl Decoder {
     /// The next complete envelope's message, `Ok(None)` until its bytes are
     /// all in. An error stays: the same header is judged again on the next
     /// call.
-    pub fn next(&mut self) -> Result<Option<Bytes>, Error> {
+    pub fn next(&mut self) -> Result<Option<Bytes>, EnvelopeError> {
         let Some(&[flags, a, b, c, d]) = self.buf.first_chunk::<HEADER>() else {
             return Ok(None);
         };
         if flags & COMPRESSED != 0 {
-            return Err(Error::Compressed);
+            return Err(EnvelopeError::Compressed);
         }
         if flags & self.refused != 0 {
-            return Err(Error::Flags(flags));
+            return Err(EnvelopeError::Flags(flags));
         }
         let declared = u32::from_be_bytes([a, b, c, d]) as usize;
         if declared > self.limit {
-            return Err(Error::TooLarge { declared });
+            return Err(EnvelopeError::TooLarge { declared });
         }
         if self.buf.len() < HEADER + declared {
             return Ok(None);
@@ -134,12 +134,12 @@ impl Decoder {
         self.buf.len()
     }
 
-    /// The end of the body: [`Error::Truncated`] if it ended inside an
+    /// The end of the body: [`EnvelopeError::Truncated`] if it ended inside an
     /// envelope (call after [`Decoder::next`] answered `Ok(None)`).
-    pub fn finish(&self) -> Result<(), Error> {
+    pub fn finish(&self) -> Result<(), EnvelopeError> {
         match self.buf.len() {
             0 => Ok(()),
-            buffered => Err(Error::Truncated { buffered }),
+            buffered => Err(EnvelopeError::Truncated { buffered }),
         }
     }
 }
@@ -192,7 +192,7 @@ mod tests {
         let mut d = Decoder::new(4);
         // Refused on the header alone, before the message arrives.
         d.push(&header(0, 5));
-        assert_eq!(d.next(), Err(Error::TooLarge { declared: 5 }));
+        assert_eq!(d.next(), Err(EnvelopeError::TooLarge { declared: 5 }));
     }
 
     #[test]
@@ -202,7 +202,7 @@ mod tests {
             let mut d = Decoder::new(100);
             d.push(&bytes[..cut]);
             assert_eq!(d.next(), Ok(None));
-            assert_eq!(d.finish(), Err(Error::Truncated { buffered: cut }));
+            assert_eq!(d.finish(), Err(EnvelopeError::Truncated { buffered: cut }));
         }
     }
 
@@ -210,10 +210,10 @@ mod tests {
     fn the_compressed_flag_is_refused_before_the_length_is_judged() {
         let mut d = Decoder::new(1);
         d.push(&header(COMPRESSED, 1000));
-        assert_eq!(d.next(), Err(Error::Compressed));
+        assert_eq!(d.next(), Err(EnvelopeError::Compressed));
         let mut d = Decoder::new(100);
         d.push(&encode(COMPRESSED | END_STREAM, b"{}"));
-        assert_eq!(d.next(), Err(Error::Compressed));
+        assert_eq!(d.next(), Err(EnvelopeError::Compressed));
     }
 
     #[test]
@@ -224,6 +224,6 @@ mod tests {
         // Refused on the header, before the length is judged.
         let mut d = Decoder::new(1).refusing(END_STREAM);
         d.push(&header(END_STREAM | 0x04, 1000));
-        assert_eq!(d.next(), Err(Error::Flags(END_STREAM | 0x04)));
+        assert_eq!(d.next(), Err(EnvelopeError::Flags(END_STREAM | 0x04)));
     }
 }

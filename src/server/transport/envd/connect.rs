@@ -46,7 +46,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::net::body::Body;
-use crate::net::envelope::{self, Decoder, END_STREAM};
+use crate::net::envelope::{self, Decoder, END_STREAM, EnvelopeError};
 use crate::net::reply::HttpReply;
 use crate::net::request::{self, BodyError};
 pub use crate::net::status::Code;
@@ -255,15 +255,15 @@ fn request_decoder(limit: usize) -> Decoder {
 /// The decoder's next message, its refusals as Connect errors.
 fn next(decoder: &mut Decoder, limit: usize) -> Result<Option<Bytes>, ConnectError> {
     decoder.next().map_err(|e| match e {
-        envelope::Error::Compressed => {
+        EnvelopeError::Compressed => {
             ConnectError::new(Code::Unimplemented, "compressed messages are not supported")
         }
-        envelope::Error::Flags(_) => ConnectError::new(
+        EnvelopeError::Flags(_) => ConnectError::new(
             Code::InvalidArgument,
             "a request envelope must not set the end-stream flag",
         ),
-        envelope::Error::TooLarge { .. } => too_big(limit),
-        envelope::Error::Truncated { .. } => truncated(),
+        EnvelopeError::TooLarge { .. } => too_big(limit),
+        EnvelopeError::Truncated { .. } => truncated(),
     })
 }
 

@@ -22,7 +22,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 
-use crate::net::envelope::{self, COMPRESSED, Decoder};
+use crate::net::envelope::{self, COMPRESSED, Decoder, EnvelopeError};
 use crate::net::status::Code;
 
 /// The `process.v1` messages (proto/agent-sandbox/process/v1/process.proto).
@@ -67,19 +67,19 @@ pub fn decode<M: prost::Message + Default>(body: &[u8]) -> Result<M, Status> {
     decoder.push(body);
     let msg = match decoder.next() {
         Ok(Some(msg)) if decoder.buffered() == 0 => msg,
-        Ok(Some(_)) | Err(envelope::Error::Flags(_) | envelope::Error::TooLarge { .. }) => {
+        Ok(Some(_)) | Err(EnvelopeError::Flags(_) | EnvelopeError::TooLarge { .. }) => {
             return Err(exactly_one());
         }
-        Err(envelope::Error::Compressed) => {
+        Err(EnvelopeError::Compressed) => {
             return Err(Status::new(
                 Code::Unimplemented,
                 "compressed messages are not supported (send grpc-encoding identity)",
             ));
         }
-        Ok(None) | Err(envelope::Error::Truncated { .. }) => {
+        Ok(None) | Err(EnvelopeError::Truncated { .. }) => {
             return Err(match decoder.finish() {
                 Ok(()) => bad("the request has no message"),
-                Err(envelope::Error::Truncated { buffered }) if buffered < envelope::HEADER => {
+                Err(EnvelopeError::Truncated { buffered }) if buffered < envelope::HEADER => {
                     bad("a truncated message header")
                 }
                 Err(_) => exactly_one(),
