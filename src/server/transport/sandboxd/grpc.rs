@@ -64,7 +64,7 @@ use init::Program;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{SandboxRoot, SandboxdGrpc};
-use super::wire::{self, GrpcBody, Reply, Status, pb};
+use super::wire::{self, GrpcBody, GrpcStatus, ResponseSender, pb};
 use crate::capture::StreamSpec;
 use crate::jobs::result::JobResult;
 use crate::jobs::{
@@ -142,7 +142,7 @@ async fn handle(
     // The platform listeners' per-request rule: Host, Origin, and our
     // token when set.
     if let Err(refusal) = settings.auth.check(req.uri(), req.headers()) {
-        let status = Status::new(Code::from(refusal), refusal.message());
+        let status = GrpcStatus::new(Code::from(refusal), refusal.message());
         tokio::spawn(reply.finish(Err(status)));
         return response;
     }
@@ -157,15 +157,18 @@ async fn handle(
     let message = net::request::read_whole(req.into_body(), wire::MAX_REQUEST).await;
     tokio::spawn(async move {
         let status = match (post, message) {
-            (false, _) => Err(Status::new(Code::Unimplemented, "gRPC methods are POST")),
-            (true, Err(BodyError::Late)) => Err(Status::new(
+            (false, _) => Err(GrpcStatus::new(
+                Code::Unimplemented,
+                "gRPC methods are POST",
+            )),
+            (true, Err(BodyError::Late)) => Err(GrpcStatus::new(
                 Code::DeadlineExceeded,
                 format!(
                     "the request did not arrive within {} s",
                     net::request::BODY_READ_TIMEOUT.as_secs()
                 ),
             )),
-            (true, Err(e)) => Err(Status::new(
+            (true, Err(e)) => Err(GrpcStatus::new(
                 Code::ResourceExhausted,
                 format!(
                     "reading the request (at most {} bytes): {}",
@@ -193,7 +196,7 @@ async fn rpc(
     method: &str,
     msg: &[u8],
     deadline: Option<Duration>,
-    mut reply: Reply,
+    mut reply: ResponseSender,
 ) {
     let status = match method {
         "Execute" => match wire::decode::<pb::ExecuteRequest>(msg) {
@@ -216,7 +219,7 @@ async fn rpc(
             Ok(req) => resize(app, &req),
             Err(e) => Err(e),
         },
-        other => Err(Status::new(
+        other => Err(GrpcStatus::new(
             Code::Unimplemented,
             format!("unknown method {SERVICE}{other}"),
         )),
@@ -233,7 +236,7 @@ async fn rpc(
 }
 
 /// A unary answer: its framed message, or none (a stream, or sent).
-type Answer = Result<Option<bytes::Bytes>, Status>;
+type Answer = Result<Option<bytes::Bytes>, GrpcStatus>;
 
 /// A response message, framed.
 fn answer(msg: &impl prost::Message) -> Answer {
@@ -242,7 +245,7 @@ fn answer(msg: &impl prost::Message) -> Answer {
 
 /// Runs a unary RPC's work until it ends or the client goes (then the work
 /// is dropped: every verb it calls is cancel-safe).
-async fn until_gone(reply: &Reply, work: impl Future<Output = Answer>) -> Answer {
+async fn until_gone(reply: &ResponseSender, work: impl Future<Output = Answer>) -> Answer {
     tokio::select! {
         answer = work => answer,
         () = reply.gone() => Ok(None),
@@ -264,16 +267,16 @@ fn launch(
     config: Option<pb::ProcessConfig>,
     pty: Option<pb::Pty>,
     deadline: Option<Duration>,
-) -> Result<crate::jobs::Launch, Status> {
+) -> Result<crate::jobs::Launch, GrpcStatus> {
     let config = config.unwrap_or_default();
     if config.command.is_empty() {
-        return Err(Status::new(
+        return Err(GrpcStatus::new(
             Code::InvalidArgument,
             "config.command must name the program (argv)",
         ));
     }
     if deadline.is_some_and(|d| d.is_zero()) {
-        return Err(Status::new(
+        return Err(GrpcStatus::new(
             Code::DeadlineExceeded,
             "the deadline passed before the job started",
         ));
@@ -293,16 +296,16 @@ fn launch(
     req.timeout = deadline;
     req.owner = Owner::JobStream;
     req.validate(&app.config, &app.job_policy)
-        .map_err(|e| Status::new(Code::InvalidArgument, ToolError::from(e).to_string()))
+        .map_err(|e| GrpcStatus::new(Code::InvalidArgument, ToolError::from(e).to_string()))
 }
 
 /// Launches `launch` (`jobs` closes its stdin when asked, once it runs).
-fn submit(app: &App, launch: crate::jobs::Launch) -> Result<JobId, Status> {
+fn submit(app: &App, launch: crate::jobs::Launch) -> Result<JobId, GrpcStatus> {
     match app.jobs.launch(launch) {
         Ok(Launched::Started { id, .. } | Launched::Queued { id }) => Ok(id),
         Ok(Launched::Ended(job)) => {
             let r = result(&job);
-            Err(Status::new(
+            Err(GrpcStatus::new(
                 Code::FailedPrecondition,
                 format!(
                     "the process could not start: {}",
@@ -314,21 +317,21 @@ fn submit(app: &App, launch: crate::jobs::Launch) -> Result<JobId, Status> {
     }
 }
 
-fn launch_error(e: LaunchError) -> Status {
+fn launch_error(e: LaunchError) -> GrpcStatus {
     match e {
-        LaunchError::CwdRefused(why) => Status::new(Code::PermissionDenied, why),
+        LaunchError::CwdRefused(why) => GrpcStatus::new(Code::PermissionDenied, why),
         e @ (LaunchError::QueueFull { .. } | LaunchError::BreakerOpen { .. }) => {
-            Status::new(Code::ResourceExhausted, e.to_string())
+            GrpcStatus::new(Code::ResourceExhausted, e.to_string())
         }
-        e @ LaunchError::ShellSession(_) => Status::new(Code::InvalidArgument, e.to_string()),
-        e @ LaunchError::DeliveredElsewhere(_) => Status::new(Code::Internal, e.to_string()),
+        e @ LaunchError::ShellSession(_) => GrpcStatus::new(Code::InvalidArgument, e.to_string()),
+        e @ LaunchError::DeliveredElsewhere(_) => GrpcStatus::new(Code::Internal, e.to_string()),
     }
 }
 
 /// Job `id` as process `process_id`, or `RESOURCE_EXHAUSTED` past `int32`.
-fn process_id(id: JobId) -> Result<i32, Status> {
+fn process_id(id: JobId) -> Result<i32, GrpcStatus> {
     i32::try_from(id.0).map_err(|_| {
-        Status::new(
+        GrpcStatus::new(
             Code::ResourceExhausted,
             format!("{id}: job ids past 2^31-1 do not fit sandboxd's int32 process_id"),
         )
@@ -336,7 +339,7 @@ fn process_id(id: JobId) -> Result<i32, Status> {
 }
 
 /// Our job for `process_id` (`NOT_FOUND` for none that could be ours).
-fn job_of(process_id: i32) -> Result<JobId, Status> {
+fn job_of(process_id: i32) -> Result<JobId, GrpcStatus> {
     u64::try_from(process_id)
         .ok()
         .filter(|n| *n > 0)
@@ -344,8 +347,8 @@ fn job_of(process_id: i32) -> Result<JobId, Status> {
         .ok_or_else(|| not_found(process_id))
 }
 
-fn not_found(process_id: i32) -> Status {
-    Status::new(Code::NotFound, format!("no process {process_id}"))
+fn not_found(process_id: i32) -> GrpcStatus {
+    GrpcStatus::new(Code::NotFound, format!("no process {process_id}"))
 }
 
 /// A delivered job rendered as the latest revision sees it, no streams.
@@ -364,7 +367,7 @@ fn view_none() -> crate::jobs::result::View<'static> {
 /// signal death) and the trailers that say the rest; `DEADLINE_EXCEEDED`
 /// when its deadline (our `grpc-timeout`) ended it; `FAILED_PRECONDITION`
 /// when it never started.
-fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
+fn ended(job: &Job, reply: &mut ResponseSender) -> Result<i32, GrpcStatus> {
     let r = result(job);
     reply.meta("x-mcp-exec-job-id", r.status.job_id);
     if let Some(cause) = r.cause {
@@ -387,7 +390,7 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
         None => r.status.exit_code.unwrap_or(-1),
     };
     if r.timed_out == Some(true) && r.cause == Some("timeout") {
-        return Err(Status::new(
+        return Err(GrpcStatus::new(
             Code::DeadlineExceeded,
             format!(
                 "{}: the deadline passed; its process group was ended",
@@ -396,7 +399,7 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
         ));
     }
     if let Some(error) = r.status.start_error {
-        return Err(Status::new(
+        return Err(GrpcStatus::new(
             Code::FailedPrecondition,
             format!("the process could not start: {error}"),
         ));
@@ -408,7 +411,11 @@ fn ended(job: &Job, reply: &mut Reply) -> Result<i32, Status> {
 /// keep-alives, no deadline of the stream's own (`grpc-timeout` is the
 /// job's), and a client that goes away (`reply` gone) tears its job down —
 /// even during the shutdown, which ends it anyway.
-fn job_stream<'a>(app: &'a App, id: JobId, reply: &'a Reply) -> crate::jobs::JobStream<'a> {
+fn job_stream<'a>(
+    app: &'a App,
+    id: JobId,
+    reply: &'a ResponseSender,
+) -> crate::jobs::JobStream<'a> {
     app.jobs.stream(
         id,
         app.jobs
@@ -441,7 +448,7 @@ async fn execute(
     root: &SandboxRoot,
     req: pb::ExecuteRequest,
     deadline: Option<Duration>,
-    reply: &mut Reply,
+    reply: &mut ResponseSender,
 ) -> Answer {
     let mut l = launch(app, root, req.config, None, deadline)?;
     l.close_stdin = true;
@@ -489,7 +496,7 @@ async fn execute(
     let job = match followed {
         Followed::Exit(job) => job,
         Followed::Vanished => {
-            return Err(Status::new(
+            return Err(GrpcStatus::new(
                 Code::Unavailable,
                 format!("{id} was ended by the server's shutdown"),
             ));
@@ -524,7 +531,7 @@ async fn start_rpc(
     root: &SandboxRoot,
     req: pb::StartRequest,
     deadline: Option<Duration>,
-    reply: &mut Reply,
+    reply: &mut ResponseSender,
 ) -> Answer {
     let mut l = launch(app, root, req.config, req.pty, deadline)?;
     l.close_stdin = false;
@@ -581,7 +588,7 @@ async fn start_rpc(
             let _ = reply.send(&exit).await;
             Ok(None)
         }
-        Followed::Vanished => Err(Status::new(
+        Followed::Vanished => Err(GrpcStatus::new(
             Code::Unavailable,
             format!("{id} was ended by the server's shutdown"),
         )),
@@ -601,7 +608,7 @@ async fn write_stdin(app: &App, req: pb::WriteStdinRequest) -> Answer {
         Some(pb::write_stdin_request::Payload::Input(data)) => (data, false),
         Some(pb::write_stdin_request::Payload::Eof(())) => (Vec::new(), true),
         None => {
-            return Err(Status::new(
+            return Err(GrpcStatus::new(
                 Code::InvalidArgument,
                 "payload must be input or eof",
             ));
@@ -610,7 +617,7 @@ async fn write_stdin(app: &App, req: pb::WriteStdinRequest) -> Answer {
     match app.jobs.write_stdin(id, &data, close).await {
         Ok(()) => answer(&pb::WriteStdinResponse {}),
         Err(StdinError::Unknown) => Err(not_found(req.process_id)),
-        Err(e) => Err(Status::new(
+        Err(e) => Err(GrpcStatus::new(
             Code::FailedPrecondition,
             format!("process {}: {e}", req.process_id),
         )),
@@ -627,7 +634,7 @@ async fn send_signal(app: &App, req: pb::SendSignalRequest) -> Answer {
         Ok(pb::Signal::Sigterm) => init::Signal::TERM,
         Ok(pb::Signal::Sigkill) => init::Signal::KILL,
         Ok(pb::Signal::Unspecified) | Err(_) => {
-            return Err(Status::new(
+            return Err(GrpcStatus::new(
                 Code::InvalidArgument,
                 format!(
                     "signal {} is not one of SIGNAL_SIGINT, SIGNAL_SIGTERM, SIGNAL_SIGKILL",
@@ -644,7 +651,7 @@ async fn send_signal(app: &App, req: pb::SendSignalRequest) -> Answer {
         // Its result stays with its owner (a stream, or an MCP caller).
         Ok(_) => answer(&pb::SendSignalResponse {}),
         Err(JobSignalError::Unknown(_)) => Err(not_found(req.process_id)),
-        Err(JobSignalError::Failed(e)) => Err(Status::new(
+        Err(JobSignalError::Failed(e)) => Err(GrpcStatus::new(
             Code::PermissionDenied,
             format!("process {}: {e}", req.process_id),
         )),
@@ -656,7 +663,7 @@ fn resize(app: &App, req: &pb::ResizeTtyRequest) -> Answer {
     let id = job_of(req.process_id)?;
     let dims = (u16::try_from(req.cols), u16::try_from(req.rows));
     let (Ok(cols), Ok(rows)) = dims else {
-        return Err(Status::new(
+        return Err(GrpcStatus::new(
             Code::InvalidArgument,
             TerminalError::BadSize.to_string(),
         ));
@@ -664,9 +671,11 @@ fn resize(app: &App, req: &pb::ResizeTtyRequest) -> Answer {
     match app.jobs.resize(id, cols, rows) {
         Ok(()) => answer(&pb::ResizeTtyResponse {}),
         Err(TerminalError::Unknown) => Err(not_found(req.process_id)),
-        Err(e @ TerminalError::BadSize) => Err(Status::new(Code::InvalidArgument, e.to_string())),
-        Err(e @ TerminalError::Failed(_)) => Err(Status::new(Code::Internal, e.to_string())),
-        Err(e) => Err(Status::new(
+        Err(e @ TerminalError::BadSize) => {
+            Err(GrpcStatus::new(Code::InvalidArgument, e.to_string()))
+        }
+        Err(e @ TerminalError::Failed(_)) => Err(GrpcStatus::new(Code::Internal, e.to_string())),
+        Err(e) => Err(GrpcStatus::new(
             Code::FailedPrecondition,
             format!("process {}: {e}", req.process_id),
         )),

@@ -1,7 +1,7 @@
 //! gRPC on the wire, by hand, for the sandboxd front-end (SPEC §21): the
 //! `process.v1` messages (generated from the vendored `.proto` by build.rs),
 //! the length-prefixed message framing (the floor's [`envelope`] codec, its
-//! refusals mapped here to gRPC statuses), a [`Status`] (the floor's
+//! refusals mapped here to gRPC statuses), a [`GrpcStatus`] (the floor's
 //! [`Code`], sent as its number, and a message), and the response body (a
 //! channel of frames: data, then one trailers frame carrying
 //! `grpc-status`, `grpc-message` and our metadata). `grpc-timeout` is read
@@ -9,7 +9,7 @@
 //!
 //! Invariants: every response is `200` with `content-type:
 //! application/grpc` and, unless the client left first, ends with exactly
-//! one trailers frame naming a status ([`Reply::finish`] consumes the
+//! one trailers frame naming a status ([`ResponseSender::finish`] consumes the
 //! reply); compression is never used (a compressed request message is
 //! `UNIMPLEMENTED`).
 
@@ -38,17 +38,17 @@ pub mod pb {
 
 /// A gRPC status: a code and its message.
 #[derive(Debug)]
-pub struct Status {
+pub struct GrpcStatus {
     /// The code.
     pub code: Code,
     /// `grpc-message` (percent-encoded on the wire).
     pub message: String,
 }
 
-impl Status {
+impl GrpcStatus {
     /// A status with `code` and `message`.
-    pub fn new(code: Code, message: impl Into<String>) -> Status {
-        Status {
+    pub fn new(code: Code, message: impl Into<String>) -> GrpcStatus {
+        GrpcStatus {
             code,
             message: message.into(),
         }
@@ -59,8 +59,8 @@ impl Status {
 pub const MAX_REQUEST: usize = 4 << 20;
 
 /// Decodes a unary request body: one uncompressed length-prefixed message.
-pub fn decode<M: prost::Message + Default>(body: &[u8]) -> Result<M, Status> {
-    let bad = |why: &str| Status::new(Code::InvalidArgument, why);
+pub fn decode<M: prost::Message + Default>(body: &[u8]) -> Result<M, GrpcStatus> {
+    let bad = |why: &str| GrpcStatus::new(Code::InvalidArgument, why);
     let exactly_one = || bad("the request must be exactly one length-prefixed message");
     // gRPC defines no flag but compressed: any other is malformed.
     let mut decoder = Decoder::new(MAX_REQUEST).refusing(!COMPRESSED);
@@ -71,7 +71,7 @@ pub fn decode<M: prost::Message + Default>(body: &[u8]) -> Result<M, Status> {
             return Err(exactly_one());
         }
         Err(EnvelopeError::Compressed) => {
-            return Err(Status::new(
+            return Err(GrpcStatus::new(
                 Code::Unimplemented,
                 "compressed messages are not supported (send grpc-encoding identity)",
             ));
@@ -113,7 +113,7 @@ fn percent(message: &str) -> String {
     s
 }
 
-/// The response body: frames from a [`Reply`], in order.
+/// The response body: frames from a [`ResponseSender`], in order.
 pub struct GrpcBody {
     rx: mpsc::Receiver<Frame<Bytes>>,
 }
@@ -134,10 +134,10 @@ impl Body for GrpcBody {
     }
 }
 
-/// The sending half of a response: messages, then [`Reply::finish`]. When
+/// The sending half of a response: messages, then [`ResponseSender::finish`]. When
 /// the client goes (a reset stream, a closed connection) hyper drops the
-/// body, and [`Reply::gone`] fires.
-pub struct Reply {
+/// body, and [`ResponseSender::gone`] fires.
+pub struct ResponseSender {
     tx: mpsc::Sender<Frame<Bytes>>,
     /// Metadata for the trailers (`x-mcp-exec-*`).
     pub trailers: HeaderMap,
@@ -148,20 +148,20 @@ pub struct Reply {
 pub struct Gone;
 
 /// A response's two halves: the body for hyper, the sender for the RPC.
-pub fn reply() -> (GrpcBody, Reply) {
+pub fn reply() -> (GrpcBody, ResponseSender) {
     // Small: a slow client holds back the sender (the job's window keeps
     // what it has not read).
     let (tx, rx) = mpsc::channel(4);
     (
         GrpcBody { rx },
-        Reply {
+        ResponseSender {
             tx,
             trailers: HeaderMap::new(),
         },
     )
 }
 
-impl Reply {
+impl ResponseSender {
     /// Sends one message.
     pub async fn send(&self, msg: &impl prost::Message) -> Result<(), Gone> {
         self.tx
@@ -188,7 +188,7 @@ impl Reply {
     }
 
     /// Ends the response with `status` and the metadata gathered.
-    pub async fn finish(mut self, status: Result<(), Status>) {
+    pub async fn finish(mut self, status: Result<(), GrpcStatus>) {
         let (code, message) = match status {
             Ok(()) => (Code::Ok, String::new()),
             Err(s) => (s.code, s.message),
