@@ -94,7 +94,7 @@ impl McpSession {
             return;
         }
         let budget = Arc::new(BatchBudget::new());
-        let replies: Vec<Reply> = items
+        let replies: Vec<RpcReply> = items
             .into_iter()
             .filter_map(|item| self.on_batch_member(Incoming::classify(item), out, &budget))
             .collect();
@@ -110,9 +110,9 @@ impl McpSession {
                     array.push(',');
                 }
                 array.push_str(&match reply {
-                    Reply::Now(line) => line,
+                    RpcReply::Now(line) => line,
                     // Its task already fitted its answer into the budget.
-                    Reply::Later(task) => match task.await {
+                    RpcReply::Later(task) => match task.await {
                         Ok((message, ticket)) => {
                             tickets.push(ticket);
                             message.into_line()
@@ -140,24 +140,24 @@ impl McpSession {
         msg: Incoming,
         out: &Outbox,
         budget: &Arc<BatchBudget>,
-    ) -> Option<Reply> {
+    ) -> Option<RpcReply> {
         let id = match &msg {
             Incoming::Request { id, .. } => Some(id.clone()),
             Incoming::Invalid { id, .. } => id.clone(),
             Incoming::Notification { .. } | Incoming::Response => None,
         };
         if budget.exceeded() {
-            return id.map(|id| Reply::Now(BatchBudget::not_run(Some(&id))));
+            return id.map(|id| RpcReply::Now(BatchBudget::not_run(Some(&id))));
         }
         match msg {
             Incoming::Request { id, method, params } if method == "tools/call" => {
                 let era = match self.era_of(&id, &params) {
                     Ok(era) => era,
-                    Err(line) => return Some(Reply::Now(line)),
+                    Err(line) => return Some(RpcReply::Now(line)),
                 };
                 let call = self.start_call(id.clone(), &params, era, out);
                 let budget = Arc::clone(budget);
-                Some(Reply::Later(self.tasks.spawn(async move {
+                Some(RpcReply::Later(self.tasks.spawn(async move {
                     let (message, ticket) = call.await;
                     let line = message
                         .into_line_within(|bytes| budget.take(bytes))
@@ -166,8 +166,8 @@ impl McpSession {
                 })))
             }
             other => match self.on_message(other, out)? {
-                Reply::Now(line) if !budget.take(line.len()) => {
-                    Some(Reply::Now(BatchBudget::dropped(id.as_ref(), line.len())))
+                RpcReply::Now(line) if !budget.take(line.len()) => {
+                    Some(RpcReply::Now(BatchBudget::dropped(id.as_ref(), line.len())))
                 }
                 reply => Some(reply),
             },

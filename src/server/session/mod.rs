@@ -106,8 +106,8 @@ pub struct McpSession {
 /// answers of a client that does not read stay within [`ANSWER_BUDGET`].
 pub(super) type Answer = (Message, Option<OwnedSemaphorePermit>);
 
-/// A response: ready now, or produced by a call's task.
-pub(super) enum Reply {
+/// A JSON-RPC response line: ready now, or produced by a call's task.
+pub(super) enum RpcReply {
     Now(String),
     Later(JoinHandle<Answer>),
 }
@@ -222,11 +222,11 @@ impl McpSession {
             return;
         }
         match self.on_message(Incoming::classify(value), out) {
-            Some(Reply::Now(line)) => {
+            Some(RpcReply::Now(line)) => {
                 out.send(line).await;
             }
             // The call's task sends its response itself.
-            Some(Reply::Later(_)) | None => {}
+            Some(RpcReply::Later(_)) | None => {}
         }
     }
 }

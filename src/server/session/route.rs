@@ -15,7 +15,7 @@ use super::*;
 impl McpSession {
     /// Handles one message; returns its response, if it gets one now. A
     /// `tools/call` gets a task that sends its response.
-    pub(super) fn on_message(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<Reply> {
+    pub(super) fn on_message(self: &Arc<Self>, msg: Incoming, out: &Outbox) -> Option<RpcReply> {
         match msg {
             Incoming::Request { id, method, params } => {
                 Some(self.on_request(id, method, params, out))
@@ -25,7 +25,7 @@ impl McpSession {
                 None
             }
             Incoming::Response => None,
-            Incoming::Invalid { id, message } => Some(Reply::Now(protocol::error_line(
+            Incoming::Invalid { id, message } => Some(RpcReply::Now(protocol::error_line(
                 id.as_ref(),
                 ErrorCode::INVALID_REQUEST,
                 &message,
@@ -70,7 +70,7 @@ impl McpSession {
         method: String,
         params: Value,
         out: &Outbox,
-    ) -> Reply {
+    ) -> RpcReply {
         let label = match method.as_str() {
             "initialize" => "initialize",
             "ping" => "ping",
@@ -89,7 +89,7 @@ impl McpSession {
             Ok(era) => era,
             Err(line) => {
                 crate::metrics::request(self.transport, label, "error");
-                return Reply::Now(line);
+                return RpcReply::Now(line);
             }
         };
         let revision = era.revision;
@@ -97,7 +97,7 @@ impl McpSession {
         let line = match method.as_str() {
             _ if !known => {
                 crate::metrics::request(self.transport, label, "error");
-                return Reply::Now(protocol::error_line(
+                return RpcReply::Now(protocol::error_line(
                     Some(&id),
                     ErrorCode::METHOD_NOT_FOUND,
                     &format!("method not found: {method}"),
@@ -144,7 +144,7 @@ impl McpSession {
                     && !era.client.has_extension(crate::server::tasks::EXTENSION) =>
             {
                 crate::metrics::request(self.transport, label, "error");
-                return Reply::Now(protocol::error_line_with_data(
+                return RpcReply::Now(protocol::error_line_with_data(
                     Some(&id),
                     ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
                     &format!(
@@ -182,7 +182,7 @@ impl McpSession {
             "tools/call" => {
                 let call = self.start_call(id, &params, era, out);
                 let out = out.clone();
-                return Reply::Later(self.tasks.spawn(async move {
+                return RpcReply::Later(self.tasks.spawn(async move {
                     let (message, ticket) = call.await;
                     out.send(message).await;
                     drop(ticket);
@@ -191,7 +191,7 @@ impl McpSession {
             }
             _ => {
                 crate::metrics::request(self.transport, label, "error");
-                return Reply::Now(protocol::error_line(
+                return RpcReply::Now(protocol::error_line(
                     Some(&id),
                     ErrorCode::METHOD_NOT_FOUND,
                     &format!("method not found: {method}"),
@@ -199,7 +199,7 @@ impl McpSession {
             }
         };
         crate::metrics::request(self.transport, label, "ok");
-        Reply::Now(line)
+        RpcReply::Now(line)
     }
 
     /// `tasks/result` (2025-11-25), which blocks until its task is
@@ -212,11 +212,11 @@ impl McpSession {
         params: Value,
         listen: Option<Revision>,
         out: &Outbox,
-    ) -> Reply {
+    ) -> RpcReply {
         let cancel = self.track(&id);
         let session = Arc::clone(self);
         let out = out.clone();
-        Reply::Later(self.tasks.spawn(async move {
+        RpcReply::Later(self.tasks.spawn(async move {
             let requestor = session.requestor();
             let app = &session.app;
             let answer = async {
