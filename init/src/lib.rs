@@ -73,7 +73,7 @@ pub use group::{DeathWait, Escalation, SignalError, Step, Survived, group_exists
 pub use intake::Event;
 pub use procinfo::Survivor;
 pub use pty::{TerminalDevice, WindowSize};
-pub use reaper::{ExitStatus, ExitWatch, Reaped, ReaperGone, UsageWatch};
+pub use reaper::{ExitStatus, PendingExit, PendingExitUsage, Reaped, ReaperGone};
 pub use shutdown::ShutdownReport;
 pub use signal::{ParseSignalError, Signal};
 pub use spawn::{

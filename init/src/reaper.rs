@@ -210,23 +210,23 @@ pub(crate) async fn run(shared: Arc<Shared>, fd: AsyncFd<SignalFd>) {
     }
 }
 
-/// Resolves to the exit status of one spawned child ([`ExitWatch::with_usage`]:
+/// Resolves to the exit status of one spawned child ([`PendingExit::with_usage`]:
 /// with its CPU time).
 #[derive(Debug)]
-pub struct ExitWatch(pub(crate) oneshot::Receiver<Reaped>);
+pub struct PendingExit(pub(crate) oneshot::Receiver<Reaped>);
 
-impl ExitWatch {
-    /// The same watch, resolving to the status and the CPU time.
-    pub fn with_usage(self) -> UsageWatch {
-        UsageWatch(self.0)
+impl PendingExit {
+    /// The same pending exit, resolving to the status and the CPU time.
+    pub fn with_usage(self) -> PendingExitUsage {
+        PendingExitUsage(self.0)
     }
 }
 
-/// [`ExitWatch`] with the child's CPU time.
+/// [`PendingExit`] with the child's CPU time.
 #[derive(Debug)]
-pub struct UsageWatch(oneshot::Receiver<Reaped>);
+pub struct PendingExitUsage(oneshot::Receiver<Reaped>);
 
-impl std::future::Future for UsageWatch {
+impl std::future::Future for PendingExitUsage {
     type Output = Result<Reaped, ReaperGone>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -242,7 +242,7 @@ impl std::future::Future for UsageWatch {
 #[error("the reaper stopped before the child's exit status arrived")]
 pub struct ReaperGone;
 
-impl std::future::Future for ExitWatch {
+impl std::future::Future for PendingExit {
     type Output = Result<ExitStatus, ReaperGone>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -61,7 +61,7 @@ use std::sync::Arc;
 use nix::sys::signal::SigSet;
 use tokio::sync::oneshot;
 
-use crate::reaper::ExitWatch;
+use crate::reaper::PendingExit;
 use crate::sys::ChildStep;
 use crate::{Init, Pid};
 
@@ -285,7 +285,7 @@ pub struct Spawned {
     /// Read end of its stderr.
     pub stderr: OwnedFd,
     /// Resolves when the reaper has reaped it.
-    pub exit: ExitWatch,
+    pub exit: PendingExit,
 }
 
 /// A started terminal job (SPEC §20), from [`Init::spawn_terminal`].
@@ -300,7 +300,7 @@ pub struct SpawnedTerminal {
     /// The terminal the job runs on.
     pub device: crate::pty::TerminalDevice,
     /// Resolves when the reaper has reaped it.
-    pub exit: ExitWatch,
+    pub exit: PendingExit,
 }
 
 /// The container's main command in init mode, started by
@@ -310,7 +310,7 @@ pub struct MainCommand {
     /// Its pid, which is also its process-group id.
     pub pid: Pid,
     /// Resolves when the reaper has reaped it.
-    pub exit: ExitWatch,
+    pub exit: PendingExit,
 }
 
 /// Why a job could not be started.
@@ -543,7 +543,7 @@ impl Init {
         extras: Extras<'_>,
         stdio: [i32; 3],
         terminal: Option<i32>,
-    ) -> Result<(i32, ExitWatch), SpawnError> {
+    ) -> Result<(i32, PendingExit), SpawnError> {
         let argv: Vec<OsString> = match &spec.program {
             Program::Shell(command) => {
                 let shell = std::env::var_os("SHELL")
@@ -635,7 +635,7 @@ impl Init {
             Ok(pid) => {
                 let (tx, rx) = oneshot::channel();
                 registry.insert(pid, tx);
-                Ok((pid, ExitWatch(rx)))
+                Ok((pid, PendingExit(rx)))
             }
             Err((step, errno, child)) => {
                 if let Some(child) = child {
@@ -743,7 +743,7 @@ impl Init {
         &self,
         args: &crate::sys::SpawnArgs<'_>,
         program: String,
-    ) -> Result<(i32, ExitWatch), SpawnError> {
+    ) -> Result<(i32, PendingExit), SpawnError> {
         let mut registry = self.shared.reaper.lock();
         let pid = crate::sys::posix_spawnp(args).map_err(|e| SpawnError::Exec {
             program,
@@ -752,7 +752,7 @@ impl Init {
         })?;
         let (tx, rx) = oneshot::channel();
         registry.insert(pid, tx);
-        Ok((pid, ExitWatch(rx)))
+        Ok((pid, PendingExit(rx)))
     }
 
     /// Starts the container's main command (init mode), tini-style: `argv[0]`

@@ -420,7 +420,7 @@ impl Shared {
         let (stdin, terminal, output, exit) = registered.map_err(|e| {
             // Registering fresh descriptors with the reactor does not fail
             // in practice; do not leave the child behind if it does. Its
-            // exit watch is dropped, so the reaper treats it as an orphan.
+            // pending exit is dropped, so the reaper treats it as an orphan.
             let _ = init::signal_group(pid, Signal::KILL);
             StartFailed::Error(format!("setting up pipes: {e}"))
         })?;

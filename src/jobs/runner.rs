@@ -14,7 +14,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use init::{ExitStatus, ExitWatch, Reaped};
+use init::{ExitStatus, PendingExit, Reaped};
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
@@ -71,12 +71,12 @@ pub fn release_buffer() {
     });
 }
 
-/// The output and exit watch a runner owns.
+/// The output and pending exit a runner owns.
 pub struct Io {
     /// Where the job's output comes from.
     pub output: Output,
     /// The direct child's exit.
-    pub exit: ExitWatch,
+    pub exit: PendingExit,
 }
 
 /// A job's output: two pipes, or a terminal job's master (SPEC §20), whose

@@ -4,7 +4,7 @@
 //! It owns every job that has not been delivered yet: its state, its two
 //! output windows, its capture policy, its owner and its stdin. Each job
 //! also has a runner task ([`super::runner`]) that owns the job's
-//! stdout/stderr pipes and its exit watch and writes what it reads into the
+//! stdout/stderr pipes and its pending exit and writes what it reads into the
 //! table.
 //!
 //! # Invariants

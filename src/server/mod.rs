@@ -21,7 +21,7 @@
 //! their own with one session per client, sharing the [`App`] and the
 //! shutdown token) and stdio; then it feeds stdin's lines to the stdio
 //! session, waits for the next line only while the outbox has room
-//! (backpressure), and watches the init layer's events, stdout and (init
+//! (backpressure), and waits on the init layer's events, stdout and (init
 //! mode) the main command, until one of them ends the server; then it
 //! runs the shutdown sequence (`shutdown.rs`: calls settle, the rest are
 //! cancelled, every job ends, every answer is written).
@@ -174,7 +174,7 @@ pub async fn run(
     app: Arc<App>,
     mut events: mpsc::UnboundedReceiver<init::Event>,
     listeners: Listeners,
-    mut main: Option<init::ExitWatch>,
+    mut main: Option<init::PendingExit>,
 ) -> std::io::Result<EndReason> {
     let shutdown = CancellationToken::new();
     // envd, like HTTP, serves on after the stdio session ends.

@@ -36,7 +36,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use init::{
-    Cwd, DeathWait, Escalation, Event, ExitStatus, ExitWatch, Init, Pid, Program, Signal,
+    Cwd, DeathWait, Escalation, Event, ExitStatus, Init, PendingExit, Pid, Program, Signal,
     SpawnSpec, Spawned, Step,
 };
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
 
 /// `exited:N`, `signaled:N`, `lost` (no status within the timeout) or `gone`
 /// (the reaper dropped the sender).
-async fn await_status(exit: ExitWatch) -> String {
+async fn await_status(exit: PendingExit) -> String {
     match tokio::time::timeout(STATUS_TIMEOUT, exit).await {
         Ok(Ok(ExitStatus::Exited(code))) => format!("exited:{code}"),
         Ok(Ok(ExitStatus::Signaled(sig))) => format!("signaled:{}", sig.as_raw()),
@@ -127,10 +127,10 @@ async fn await_status(exit: ExitWatch) -> String {
     }
 }
 
-/// Spawns a job and keeps only its pid and exit watch: the pipes are closed at
+/// Spawns a job and keeps only its pid and pending exit: the pipes are closed at
 /// once, so hundreds of jobs do not exhaust descriptors. Only for jobs that
 /// write nothing (a write would die of SIGPIPE).
-fn spawn_quiet(init: &Init, spec: &SpawnSpec) -> (Pid, ExitWatch) {
+fn spawn_quiet(init: &Init, spec: &SpawnSpec) -> (Pid, PendingExit) {
     let Spawned { pid, exit, .. } = init.spawn(spec).expect("spawning a job");
     (pid, exit)
 }
@@ -425,7 +425,7 @@ fn status_field<'a>(status: &'a str, key: &str) -> &'a str {
 
 /// Starts a group whose leader dies of TERM while a member ignores it, and
 /// waits until both run. Prints `pgid=P` and `members_started=B`.
-async fn spawn_term_ignoring_member(init: &Init) -> (Pid, ExitWatch) {
+async fn spawn_term_ignoring_member(init: &Init) -> (Pid, PendingExit) {
     // The background sleep inherits TERM ignored (`trap ''` sets SIG_IGN,
     // which survives exec); the job then restores TERM and becomes a plain
     // sleep itself, so the direct child dies of TERM and the other survives.
@@ -475,7 +475,7 @@ async fn group_kill(init: &Init) {
 
 /// A job whose whole group ignores TERM (the exec'd `sleep` inherits the
 /// `SIG_IGN`); returns once it is a `sleep`, so the trap is in place.
-async fn spawn_term_ignoring(init: &Init) -> (Pid, ExitWatch) {
+async fn spawn_term_ignoring(init: &Init) -> (Pid, PendingExit) {
     let (pgid, exit) = spawn_quiet(init, &SpawnSpec::shell("trap '' TERM; exec sleep 30"));
     let started = wait_for(Duration::from_secs(5), || {
         let members = init::procinfo::group_members(pgid.0);
@@ -701,12 +701,12 @@ async fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A job's pid, exit watch, and the pipe ends that must stay open while it
+/// A job's pid, pending exit, and the pipe ends that must stay open while it
 /// runs: its shell reports a signalled child on stderr, and a closed pipe
 /// would kill it with SIGPIPE instead of letting its trap run.
 struct Running {
     pid: Pid,
-    exit: ExitWatch,
+    exit: PendingExit,
     _pipes: (OwnedFd, BufReader<File>, OwnedFd),
 }
 

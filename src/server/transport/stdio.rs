@@ -65,7 +65,7 @@ pub fn start(max_line: usize) -> std::io::Result<Stdio> {
     let (outbox, inbox) = outbox::new(outbox::BUDGET);
     let broken = CancellationToken::new();
     let written = spawn_writer(inbox, broken.clone())?;
-    watch_stdout(broken.clone())?;
+    stdout_hangup(broken.clone())?;
     Ok(Stdio {
         input,
         outbox,
@@ -147,15 +147,15 @@ fn spawn_writer(
     Ok(done)
 }
 
-/// Watches fd 1 for the error condition a pipe's write end gets when its
+/// Waits on fd 1 for the error condition a pipe's write end gets when its
 /// last reader closes (`POLLERR`; `POLLHUP` for a socket or terminal). A
 /// small thread blocks in `poll` asking for no event at all, so only those
 /// conditions wake it; stdout that cannot report them (a regular file,
 /// `/dev/null`) never does, and the writer's EPIPE is the only signal.
-fn watch_stdout(broken: CancellationToken) -> std::io::Result<()> {
+fn stdout_hangup(broken: CancellationToken) -> std::io::Result<()> {
     use rustix::event::{PollFd, PollFlags, poll};
     thread::Builder::new()
-        .name("stdout-watch".into())
+        .name("stdout-hangup".into())
         .stack_size(64 * 1024)
         .spawn(move || {
             let stdout = rustix::stdio::stdout();
