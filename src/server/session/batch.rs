@@ -102,7 +102,7 @@ impl McpSession {
             return;
         }
         let out = out.clone();
-        self.tasks.spawn(async move {
+        self.running.spawn(async move {
             let mut array = String::from("[");
             let mut tickets = Vec::new();
             for (i, reply) in replies.into_iter().enumerate() {
@@ -157,7 +157,7 @@ impl McpSession {
                 };
                 let call = self.start_call(id.clone(), &params, era, out);
                 let budget = Arc::clone(budget);
-                Some(RpcReply::Later(self.tasks.spawn(async move {
+                Some(RpcReply::Later(self.running.spawn(async move {
                     let (message, ticket) = call.await;
                     let line = message
                         .into_line_within(|bytes| budget.take(bytes))

@@ -90,7 +90,8 @@ pub struct McpSession {
     calls: CancellationToken,
     /// The server's shutdown token.
     shutdown: CancellationToken,
-    tasks: TaskTracker,
+    /// The tokio tasks of its calls in flight (not MCP Tasks).
+    running: TaskTracker,
     /// Bytes of answers its job-starting calls may hold (see
     /// [`ANSWER_BUDGET`]).
     answers: Arc<Semaphore>,
@@ -138,7 +139,7 @@ impl McpSession {
             in_flight: Mutex::default(),
             calls: shutdown.child_token(),
             shutdown: shutdown.clone(),
-            tasks: TaskTracker::new(),
+            running: TaskTracker::new(),
             answers: Arc::new(Semaphore::new(ANSWER_BUDGET)),
             starting: Arc::default(),
             transport,
@@ -177,14 +178,14 @@ impl McpSession {
     /// cancelled and answer `-32800`; its jobs live on (SPEC §10).
     pub fn end(&self) {
         self.calls.cancel();
-        self.tasks.close();
+        self.running.close();
     }
 
     /// Stops taking calls and waits up to `within` for those in flight to
     /// finish and queue their responses; returns whether they all did.
     pub async fn settle(&self, within: Duration) -> bool {
-        self.tasks.close();
-        tokio::time::timeout(within, self.tasks.wait())
+        self.running.close();
+        tokio::time::timeout(within, self.running.wait())
             .await
             .is_ok()
     }

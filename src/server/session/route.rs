@@ -182,7 +182,7 @@ impl McpSession {
             "tools/call" => {
                 let call = self.start_call(id, &params, era, out);
                 let out = out.clone();
-                return RpcReply::Later(self.tasks.spawn(async move {
+                return RpcReply::Later(self.running.spawn(async move {
                     let (message, ticket) = call.await;
                     out.send(message).await;
                     drop(ticket);
@@ -216,7 +216,7 @@ impl McpSession {
         let cancel = self.track(&id);
         let session = Arc::clone(self);
         let out = out.clone();
-        RpcReply::Later(self.tasks.spawn(async move {
+        RpcReply::Later(self.running.spawn(async move {
             let requestor = session.requestor();
             let app = &session.app;
             let answer = async {
