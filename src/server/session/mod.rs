@@ -78,7 +78,8 @@ use crate::protocol::{self, ErrorCode, Incoming, RequestId};
 use crate::server::app::App;
 use crate::tools::{self, Call, CallError, ProgressText};
 
-/// One MCP session (not an HTTP session, which carries one, nor a shell session).
+/// One MCP session: over stdio, or behind an `Mcp-Session-Id` (the HTTP
+/// listener's `SessionEntry`). Not a shell session, nor a POSIX session.
 pub struct McpSession {
     app: Arc<App>,
     revision: OnceLock<Revision>,

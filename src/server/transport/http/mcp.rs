@@ -2,7 +2,7 @@
 //! (or, in a 2025-03-26 session, a batch); `DELETE` ends the session; `GET`
 //! offers no stream (`405`).
 //!
-//! `initialize` creates an [`HttpSession`] carrying a new [`McpSession`] —
+//! `initialize` creates an [`SessionEntry`] carrying a new [`McpSession`] —
 //! the same protocol code the stdio transport uses — and names it in
 //! `Mcp-Session-Id`; every later request must carry that header. Each POST
 //! gets an [`Outbox`](crate::server::outbox::Outbox) of its own: the session
@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::read::{Accepts, read_body};
 use super::routing;
-use super::state::{Busy, HttpSession, HttpState, lock, new_session_id};
+use super::state::{Busy, HttpState, SessionEntry, lock, new_session_id};
 use crate::net::reply::{HttpReply, empty, json, sse, status};
 use crate::net::sse::event as sse_event;
 use crate::protocol::era::{Era, META_PROTOCOL_VERSION};
@@ -66,7 +66,7 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
             );
         };
         let session = McpSession::new(Arc::clone(&state.app), &state.shutdown, "http");
-        (HttpSession::new(session), Some(id))
+        (SessionEntry::new(session), Some(id))
     } else {
         match known_session(state, &parts.headers) {
             Ok(entry) => (entry, None),
@@ -189,7 +189,7 @@ fn refusal(code: StatusCode, mut line: String) -> HttpReply {
 fn known_session(
     state: &HttpState,
     headers: &hyper::HeaderMap,
-) -> Result<Arc<HttpSession>, (StatusCode, String)> {
+) -> Result<Arc<SessionEntry>, (StatusCode, String)> {
     let entry = state
         .session_of(headers)
         .map_err(|(code, why)| (code, why.to_owned()))?;

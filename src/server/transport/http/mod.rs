@@ -73,7 +73,7 @@ use crate::net::{
 };
 use crate::server::app::App;
 pub use settings::HttpSettings;
-use state::{HttpSession, HttpState, lock};
+use state::{HttpState, SessionEntry, lock};
 
 /// How long after the last byte of a response a finished request still
 /// counts as in flight at shutdown: hyper may hold the tail in its write
@@ -167,7 +167,7 @@ impl Http {
     /// Waits up to `within` for every HTTP session's calls to finish and
     /// queue their responses.
     pub async fn settle(&self, within: Duration) {
-        let sessions: Vec<Arc<HttpSession>> =
+        let sessions: Vec<Arc<SessionEntry>> =
             lock(&self.state.sessions).values().cloned().collect();
         let _ = tokio::time::timeout(within, async {
             self.state.stateless.settle(within).await;

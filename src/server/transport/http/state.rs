@@ -1,7 +1,7 @@
 //! What every request handler shares: the app, the listener settings, the
 //! table of HTTP sessions and the count of requests in flight.
 //!
-//! An HTTP session ([`HttpSession`], named by `Mcp-Session-Id`) carries one
+//! An HTTP session ([`SessionEntry`], named by `Mcp-Session-Id`) carries one
 //! [`McpSession`] and the bookkeeping of its use: it is never expired while
 //! a request of it is in flight ([`Busy`]). A request counts as in flight
 //! (the floor's [`InFlight`]) until hyper has dropped its response body, so
@@ -22,18 +22,19 @@ use crate::net::http::{InFlight, Mount};
 use crate::server::app::App;
 use crate::server::session::McpSession;
 
-/// One HTTP session (`Mcp-Session-Id`): the MCP session it carries and its use.
-pub(super) struct HttpSession {
+/// The entry of one `Mcp-Session-Id`: the MCP session it carries and its use
+/// (for expiry). "Session" is always the MCP session; this is its HTTP handle.
+pub(super) struct SessionEntry {
     pub(super) session: Arc<McpSession>,
     /// Requests of this session in flight (not expired while any is).
     busy: AtomicUsize,
     last_used: Mutex<Instant>,
 }
 
-impl HttpSession {
-    /// A new HTTP session carrying `session`, used now.
-    pub(super) fn new(session: Arc<McpSession>) -> Arc<HttpSession> {
-        Arc::new(HttpSession {
+impl SessionEntry {
+    /// A new entry carrying `session`, used now.
+    pub(super) fn new(session: Arc<McpSession>) -> Arc<SessionEntry> {
+        Arc::new(SessionEntry {
             session,
             busy: AtomicUsize::new(0),
             last_used: Mutex::new(Instant::now()),
@@ -47,7 +48,7 @@ pub(super) struct HttpState {
     /// The main listener's settings; `None` when only metrics listen.
     pub(super) settings: Option<HttpSettings>,
     pub(super) shutdown: CancellationToken,
-    pub(super) sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    pub(super) sessions: Mutex<HashMap<String, Arc<SessionEntry>>>,
     /// The MCP session that serves every 2026-07-28 request (stateless: it
     /// holds only their calls in flight, never a revision or a client).
     pub(super) stateless: Arc<McpSession>,
@@ -101,7 +102,7 @@ impl HttpState {
     pub(super) fn session_of(
         &self,
         headers: &hyper::HeaderMap,
-    ) -> Result<Arc<HttpSession>, (StatusCode, &'static str)> {
+    ) -> Result<Arc<SessionEntry>, (StatusCode, &'static str)> {
         let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
             return Err((
                 StatusCode::BAD_REQUEST,
@@ -121,7 +122,7 @@ impl HttpState {
     /// make room (its client gets `404` next and initializes again, as for
     /// an expired one); `false` when every session is busy (then the caller
     /// refuses the new one).
-    pub(super) fn admit_session(&self, id: String, entry: Arc<HttpSession>) -> bool {
+    pub(super) fn admit_session(&self, id: String, entry: Arc<SessionEntry>) -> bool {
         let max = self.app.config.http_max_sessions.max(1);
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= max {
@@ -171,10 +172,10 @@ pub(super) async fn expire_idle(state: Arc<HttpState>, idle: Duration) {
 }
 
 /// Marks a session used until dropped.
-pub(super) struct Busy(Arc<HttpSession>);
+pub(super) struct Busy(Arc<SessionEntry>);
 
 impl Busy {
-    pub(super) fn new(entry: &Arc<HttpSession>) -> Busy {
+    pub(super) fn new(entry: &Arc<SessionEntry>) -> Busy {
         entry.busy.fetch_add(1, Ordering::AcqRel);
         *lock(&entry.last_used) = Instant::now();
         Busy(Arc::clone(entry))
