@@ -59,6 +59,8 @@
 # 17. A `multipart/form-data` body is parsed by net::multipart only (its
 #    delimiter, CRLF `--` boundary, is built nowhere else): a front-end
 #    reads a form's parts through transport/file_http.rs.
+# 18. One meaning per word (docs/ARCHITECTURE.md, "Words"): no type is
+#    called plain `Error`, `Reply` or `Status`; "watch" is inotify only.
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -176,6 +178,13 @@ for front in http envd sandboxd; do
     others=$(printf '%s\n' http envd sandboxd | grep -vx "$front" | paste -sd'|')
     check "a front-end names no other front-end ($front): share through src/net or transport/file_http.rs" \
         "src/server/transport/$front" "\\b(transport|super::super)::($others)\\b"
+done
+
+for dir in src init/src; do
+    check "a type is named for what it is, not plain Error, Reply or Status (docs/ARCHITECTURE.md, Words)" \
+        "$dir" '^\s*(pub(\([a-z]+\))? )?(enum|struct) (Error|Reply|Status)\b|^\s*pub(\([a-z]+\))? type (Error|Reply|Status)\b'
+    check "\"watch\" is inotify: name a pending exit or a wait otherwise (docs/ARCHITECTURE.md, Words)" \
+        "$dir" '\b(struct|enum|type) \w*Watch\b|\bExitWatch\b' watch.rs
 done
 
 if [[ $status -eq 0 ]]; then
