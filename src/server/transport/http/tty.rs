@@ -35,6 +35,14 @@
 //! (frames → `write_stdin`), raced against the lease's revocation and
 //! shutdown. Input runs beside output, not between its frames, so a
 //! program that does not read its input never stalls its output.
+//!
+//! This is the one follower that does not go through `Jobs::stream`: it
+//! reads raw bytes (`follow_raw`, with gaps, not `Event`s), its end is one
+//! of four (the job's, the lease's revocation, shutdown, or the client's
+//! close frame), and it has no keep-alive or client-gone policy to apply
+//! (a terminal attach never owns the job, so nothing is torn down or
+//! retained when it goes). Folding those into `Jobs::stream` would give
+//! that verb a second event type and three cases no other front-end has.
 
 use std::sync::Arc;
 use std::time::Duration;
