@@ -20,6 +20,7 @@
 // One MCP session split by concern: the parent's imports and items are
 // this module's too.
 use super::*;
+use crate::protocol::result::CallResult;
 
 /// How long a call may run on after its session ended before it is
 /// answered `-32800` regardless (a call busy in a non-blocking step
@@ -125,25 +126,7 @@ impl McpSession {
                 client: era.client,
             };
             let result_type = era.revision.is_modern();
-            // A call starts its work only while its outbox has room, and a
-            // call that may start a job only while the session's answers
-            // leave room for one more (ANSWER_BUDGET): so the jobs and
-            // answers that a client that does not read makes the server
-            // hold are bounded, as well as its queued messages.
-            let admitted = async {
-                out.room().await;
-                if !tools::starts_jobs(&params) {
-                    return (None, None);
-                }
-                let turn = Arc::clone(&session.starting).lock_owned().await;
-                // Again in its turn: the calls before it may have filled it.
-                out.room().await;
-                let ticket = Arc::clone(&session.answers)
-                    .acquire_many_owned(ANSWER_FLOOR as u32)
-                    .await
-                    .ok();
-                (ticket, Some(turn))
-            };
+            let admitted = session.admit(&out, &params);
             let mut ticket = None;
             let run = async {
                 let turn;
@@ -212,40 +195,78 @@ impl McpSession {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
-            let outcome_label = match &outcome {
-                Some(Ok(_)) => "ok",
-                None => "detached",
-                Some(Err(CallError::Cancelled)) => "cancelled",
-                Some(Err(CallError::Protocol(..))) => "error",
-            };
-            crate::metrics::request(session.transport, "tools/call", outcome_label);
-            let message = match outcome {
-                Some(Ok(result)) => Message::Response {
-                    result_type: result_type.then(|| result.result_type()),
-                    id,
-                    result,
-                },
-                None => {
-                    tracing::debug!(request = %id, "call detached: its client is gone");
-                    Message::Line(protocol::error_line(
-                        Some(&id),
-                        ErrorCode::REQUEST_CANCELLED,
-                        "request detached",
-                    ))
-                }
-                Some(Err(CallError::Cancelled)) => Message::Line(protocol::error_line(
-                    Some(&id),
-                    ErrorCode::REQUEST_CANCELLED,
-                    "request cancelled",
-                )),
-                Some(Err(CallError::Protocol(code, msg))) => {
-                    Message::Line(protocol::error_line(Some(&id), code, &msg))
-                }
-            };
+            let message = answer(session.transport, id, outcome, result_type);
             if let Some(t) = ticket.as_mut() {
                 session.hold_answer(t, message.cost());
             }
             (message, ticket)
+        }
+    }
+
+    /// A call's admission: it starts its work only while its outbox has
+    /// room, and a call that may start a job only while the session's
+    /// answers leave room for one more ([`ANSWER_BUDGET`]), in the session's
+    /// one turn to start: so the jobs and answers that a client that does
+    /// not read makes the server hold are bounded, as well as its queued
+    /// messages. Gives the call's ticket and turn (both `None` for a call
+    /// that starts no job).
+    async fn admit(
+        self: &Arc<Self>,
+        out: &Outbox,
+        params: &Value,
+    ) -> (Option<OwnedSemaphorePermit>, Option<OwnedMutexGuard<()>>) {
+        out.room().await;
+        if !tools::starts_jobs(params) {
+            return (None, None);
+        }
+        let turn = Arc::clone(&self.starting).lock_owned().await;
+        // Again in its turn: the calls before it may have filled it.
+        out.room().await;
+        let ticket = Arc::clone(&self.answers)
+            .acquire_many_owned(ANSWER_FLOOR as u32)
+            .await
+            .ok();
+        (ticket, Some(turn))
+    }
+}
+
+/// The answer to call `id` from how it ended (`None`: detached, its client
+/// gone), counted in the request metric of `transport`; `result_type` is
+/// whether the era stamps `resultType`.
+fn answer(
+    transport: &'static str,
+    id: RequestId,
+    outcome: Option<Result<CallResult, CallError>>,
+    result_type: bool,
+) -> Message {
+    let label = match &outcome {
+        Some(Ok(_)) => "ok",
+        None => "detached",
+        Some(Err(CallError::Cancelled)) => "cancelled",
+        Some(Err(CallError::Protocol(..))) => "error",
+    };
+    crate::metrics::request(transport, "tools/call", label);
+    match outcome {
+        Some(Ok(result)) => Message::Response {
+            result_type: result_type.then(|| result.result_type()),
+            id,
+            result,
+        },
+        None => {
+            tracing::debug!(request = %id, "call detached: its client is gone");
+            Message::Line(protocol::error_line(
+                Some(&id),
+                ErrorCode::REQUEST_CANCELLED,
+                "request detached",
+            ))
+        }
+        Some(Err(CallError::Cancelled)) => Message::Line(protocol::error_line(
+            Some(&id),
+            ErrorCode::REQUEST_CANCELLED,
+            "request cancelled",
+        )),
+        Some(Err(CallError::Protocol(code, msg))) => {
+            Message::Line(protocol::error_line(Some(&id), code, &msg))
         }
     }
 }

@@ -71,20 +71,7 @@ impl McpSession {
         params: Value,
         out: &Outbox,
     ) -> RpcReply {
-        let label = match method.as_str() {
-            "initialize" => "initialize",
-            "ping" => "ping",
-            "server/discover" => "server/discover",
-            "tools/list" => "tools/list",
-            "tools/call" => "tools/call",
-            "tasks/get" => "tasks/get",
-            "tasks/result" => "tasks/result",
-            "tasks/list" => "tasks/list",
-            "tasks/cancel" => "tasks/cancel",
-            "tasks/update" => "tasks/update",
-            "subscriptions/listen" => "subscriptions/listen",
-            _ => "other",
-        };
+        let label = method_label(&method);
         let era = match self.era_of(&id, &params) {
             Ok(era) => era,
             Err(line) => {
@@ -104,26 +91,7 @@ impl McpSession {
                 ));
             }
             // 2026-07-28 has no handshake: `initialize` is a legacy method.
-            "initialize" if !era.per_request => {
-                let requested = params.get("protocolVersion").and_then(Value::as_str);
-                let negotiated = Revision::negotiate(requested);
-                // The first initialize fixes the session's revision.
-                let revision = *self.revision.get_or_init(|| negotiated);
-                self.client
-                    .get_or_init(|| Arc::new(Client::from_initialize(&params)));
-                let mut capabilities = json!({"tools": {}});
-                if revision.has_task_augmentation() {
-                    capabilities["tasks"] = crate::server::tasks::capability(self.requestor());
-                }
-                protocol::success_line(
-                    &id,
-                    &json!({
-                        "protocolVersion": revision.as_str(),
-                        "capabilities": capabilities,
-                        "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
-                    }),
-                )
-            }
+            "initialize" if !era.per_request => self.initialize(&id, &params),
             "tasks/get" | "tasks/list" | "tasks/cancel" | "tasks/result"
                 if revision.has_task_augmentation()
                     && (method != "tasks/list" || self.requestor().identified()) =>
@@ -202,6 +170,28 @@ impl McpSession {
         RpcReply::Now(line)
     }
 
+    /// `initialize` (up to 2025-11-25): the first fixes the session's
+    /// revision and client; each answers with them.
+    fn initialize(&self, id: &RequestId, params: &Value) -> String {
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        let negotiated = Revision::negotiate(requested);
+        let revision = *self.revision.get_or_init(|| negotiated);
+        self.client
+            .get_or_init(|| Arc::new(Client::from_initialize(params)));
+        let mut capabilities = json!({"tools": {}});
+        if revision.has_task_augmentation() {
+            capabilities["tasks"] = crate::server::tasks::capability(self.requestor());
+        }
+        protocol::success_line(
+            id,
+            &json!({
+                "protocolVersion": revision.as_str(),
+                "capabilities": capabilities,
+                "serverInfo": {"name": "mcp-exec", "version": env!("CARGO_PKG_VERSION")},
+            }),
+        )
+    }
+
     /// `tasks/result` (2025-11-25), which blocks until its task is
     /// terminal, or with `listen` (the request's modern revision)
     /// `subscriptions/listen`, which streams `notifications/tasks`: in a
@@ -252,5 +242,24 @@ impl McpSession {
             }
             (Message::Line(String::new()), None)
         }))
+    }
+}
+
+/// The request metric's label of `method`: the methods the server knows,
+/// `other` for the rest (so a client cannot grow the metric's labels).
+fn method_label(method: &str) -> &'static str {
+    match method {
+        "initialize" => "initialize",
+        "ping" => "ping",
+        "server/discover" => "server/discover",
+        "tools/list" => "tools/list",
+        "tools/call" => "tools/call",
+        "tasks/get" => "tasks/get",
+        "tasks/result" => "tasks/result",
+        "tasks/list" => "tasks/list",
+        "tasks/cancel" => "tasks/cancel",
+        "tasks/update" => "tasks/update",
+        "subscriptions/listen" => "subscriptions/listen",
+        _ => "other",
     }
 }
