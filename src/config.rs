@@ -47,7 +47,8 @@ pub struct Config {
     /// `MCP_EXEC_TASK_TTL`: how long an MCP Task and its job are kept, the
     /// default and the maximum (SPEC §19).
     pub task_ttl: Duration,
-    /// `MCP_EXEC_MAX_TASKS`: live MCP Tasks at once (SPEC §19).
+    /// `MCP_EXEC_MAX_TASKS`: MCP Tasks that hold a job or a result at once
+    /// (docs/tasks.md).
     pub max_tasks: usize,
     /// `MCP_EXEC_MAX_WATCHES`: file watches open at once, every listener's
     /// together; `None`: a quarter of `fs.inotify.max_user_instances`
@@ -361,7 +362,11 @@ pub const VARIABLES: [(&str, &str, &str); 43] = [
         "3600",
         "seconds an MCP Task and its job are kept: the default and the maximum TTL",
     ),
-    ("MCP_EXEC_MAX_TASKS", "1024", "live MCP Tasks at once"),
+    (
+        "MCP_EXEC_MAX_TASKS",
+        "1024",
+        "MCP Tasks holding a job or a result at once",
+    ),
     (
         "MCP_EXEC_MAX_WATCHES",
         "a quarter of fs.inotify.max_user_instances",

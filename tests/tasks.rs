@@ -339,6 +339,36 @@ fn live_tasks_are_capped_with_a_clear_error(t: Target) {
     );
 }
 
+fn a_cancelled_task_frees_its_slot_at_once_and_still_answers_cancelled(t: Target) {
+    let mut s = started(t, &[("MCP_EXEC_MAX_TASKS", "1")]);
+    let first = task_id(&create(&mut s, json!({"command": "sleep 30"}), json!({})));
+    let r = s.request("tasks/cancel", json!({"taskId": first}));
+    assert_eq!(r["result"]["status"], json!("cancelled"), "{r}");
+    // The slot frees once the job is torn down (a sleep dies of TERM).
+    let mut second = Value::Null;
+    assert!(
+        wait_for(Duration::from_secs(2), || {
+            second = s.request(
+                "tools/call",
+                json!({"name": "execute", "arguments": {"command": "sleep 30"}, "task": {}}),
+            );
+            second["result"]["task"]["taskId"].is_string()
+        }),
+        "a new task is still refused after the cancel: {second}"
+    );
+    assert_eq!(get(&mut s, &first)["status"], json!("cancelled"));
+    // The new task holds a job: the cap is still one.
+    let r = s.request(
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "true"}, "task": {}}),
+    );
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("1 hold a job or a result") && message.contains("tasks/cancel"),
+        "{r}"
+    );
+}
+
 fn progress_continues_for_the_tasks_life(t: Target) {
     let mut s = started(t, &[("MCP_EXEC_PROGRESS_INTERVAL", "0.1")]);
     let r = s.request(
@@ -551,5 +581,6 @@ crate::parity!(
     unknown_tasks_are_invalid_params_and_another_requestor_sees_none,
     the_ttl_is_capped_and_its_expiry_removes_the_task_and_its_job,
     live_tasks_are_capped_with_a_clear_error,
+    a_cancelled_task_frees_its_slot_at_once_and_still_answers_cancelled,
     progress_continues_for_the_tasks_life,
 );

@@ -233,6 +233,8 @@ async fn create(
                 Some("cancelled".into()),
                 Some(kept),
             );
+            // It never had a job.
+            app.tasks.release(tag);
             tokio::spawn(expire(Arc::clone(app), tag, created.expires));
         }
     }
@@ -364,6 +366,8 @@ async fn drive(
             let report = Box::pin(kill(&app, id)).await;
             Box::pin(app.jobs.teardown(id)).await;
             app.tasks.set_message(tag, report);
+            // Its job is gone: the status record alone stays, uncounted.
+            app.tasks.release(tag);
         }
         Ended::Expired => {}
     }

@@ -16,9 +16,12 @@
 //!   listener's token; without a token the id itself is the only key, and
 //!   tasks cannot be listed.
 //! - A terminal status never changes (`cancelled` is sticky).
-//! - At most `MCP_EXEC_MAX_TASKS` tasks live at once; each lives at most
-//!   `MCP_EXEC_TASK_TTL` from its creation, then it and its job are removed
-//!   by its driver (the front-end's).
+//! - At most `MCP_EXEC_MAX_TASKS` tasks hold a job or a result at once; a
+//!   cancelled task whose job is gone (or that never had one) is *released*:
+//!   it keeps only its status record, uncounted, so `tasks/get` still
+//!   answers `cancelled`. Each task lives at most `MCP_EXEC_TASK_TTL` from
+//!   its creation, then it and its job are removed by its driver (the
+//!   front-end's).
 //!
 //! Nothing here knows a wire shape: the front-ends (`server::tasks`) render
 //! a [`Snapshot`] in their revision's format.
@@ -153,6 +156,8 @@ struct Record {
     stop: CancellationToken,
     /// The answer, when no job holds it.
     kept: Option<Final>,
+    /// Cancelled and holding no job: not counted against the cap.
+    released: bool,
 }
 
 /// What a new task is.
@@ -187,9 +192,9 @@ pub struct Created {
 /// Why a task could not be created.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CreateError {
-    /// `MCP_EXEC_MAX_TASKS` tasks live already.
+    /// `MCP_EXEC_MAX_TASKS` tasks hold a job or a result already.
     #[error(
-        "too many tasks: {0} live (MCP_EXEC_MAX_TASKS); cancel some or wait for their TTL to expire"
+        "too many tasks: {0} hold a job or a result (MCP_EXEC_MAX_TASKS); a slot frees when one is cancelled (tasks/cancel) or its TTL expires"
     )]
     Full(usize),
     /// The kernel gave no random bits for its id.
@@ -270,8 +275,9 @@ impl Tasks {
         };
         {
             let mut records = self.lock();
-            if records.len() >= self.max {
-                return Err(CreateError::Full(records.len()));
+            let held = records.values().filter(|r| !r.released).count();
+            if held >= self.max {
+                return Err(CreateError::Full(held));
             }
             records.insert(
                 new.tag,
@@ -280,6 +286,7 @@ impl Tasks {
                     snapshot: snapshot.clone(),
                     stop: stop.clone(),
                     kept: None,
+                    released: false,
                 },
             );
         }
@@ -435,6 +442,16 @@ impl Tasks {
         }
     }
 
+    /// Releases cancelled task `tag` once its job is gone (torn down, or
+    /// never started): it keeps its status record until its TTL, no longer
+    /// counted against `MCP_EXEC_MAX_TASKS`. A task that is not cancelled
+    /// is left as it is.
+    pub fn release(&self, tag: TaskTag) {
+        if let Some(r) = self.lock().get_mut(&tag) {
+            r.released |= r.snapshot.status == TaskStatus::Cancelled;
+        }
+    }
+
     /// The answer task `tag` keeps, if any.
     pub fn kept(&self, tag: TaskTag) -> Option<Final> {
         self.lock().get(&tag).and_then(|r| r.kept.clone())
@@ -585,6 +602,40 @@ mod tests {
                 })
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_released_cancelled_task_frees_its_slot_and_still_answers_cancelled() {
+        let tasks = Tasks::new(Duration::from_secs(60), 1);
+        let first = new(&tasks, Requestor::Stdio, None).snapshot.tag;
+        let another = || {
+            tasks.create(NewTask {
+                tag: new_tag().unwrap(),
+                requestor: Requestor::Stdio,
+                format: Format::Augmented,
+                revision: Revision::V2025_11_25,
+                ttl: None,
+                message: None,
+            })
+        };
+        // Not cancelled: release leaves it counted.
+        tasks.release(first);
+        assert_eq!(another().unwrap_err(), CreateError::Full(1));
+        tasks.cancel(first, Requestor::Stdio).unwrap();
+        // Cancelled, its job still being ended: still counted.
+        assert_eq!(another().unwrap_err(), CreateError::Full(1));
+        tasks.release(first);
+        let second = another().unwrap().snapshot.tag;
+        assert_eq!(
+            tasks.get(first, Requestor::Stdio).unwrap().status,
+            TaskStatus::Cancelled
+        );
+        // A finished task holds its result: counted.
+        tasks.finish(second, TaskStatus::Completed, None, None);
+        tasks.release(second);
+        let err = another().unwrap_err();
+        assert_eq!(err, CreateError::Full(1));
+        assert!(err.to_string().contains("tasks/cancel"), "{err}");
     }
 
     #[test]
