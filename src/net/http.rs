@@ -51,6 +51,10 @@ pub const H2_MAX_STREAMS: u32 = 128;
 /// How long an HTTP/2 connection of a token holder may have no stream open.
 #[cfg(feature = "sandboxd")]
 pub const H2_IDLE: Duration = Duration::from_secs(300);
+/// How long an idle HTTP/2 connection may take to close after its GOAWAY
+/// (h2 waits for the peer's PING acknowledgement) before it is dropped.
+#[cfg(feature = "sandboxd")]
+const H2_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How often an idle HTTP/2 connection is looked at.
 #[cfg(feature = "sandboxd")]
 const H2_IDLE_TICK: Duration = Duration::from_secs(1);
@@ -251,7 +255,7 @@ where
     let served = builder.serve_connection(conn.io, service);
     tokio::pin!(served);
     let mut tick = tokio::time::interval(H2_IDLE_TICK);
-    let mut closing = false;
+    let mut closing: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             ended = served.as_mut() => {
@@ -260,14 +264,25 @@ where
                 }
                 return;
             }
-            _ = tick.tick(), if !closing => {
-                let too_idle = watched.idle().is_some_and(|(idle, authorized)| {
+            _ = tick.tick() => {
+                let idle = watched.idle();
+                if let Some(since) = closing {
+                    // h2 closes after the GOAWAY once its PING is answered:
+                    // a peer that never reads would keep the connection for
+                    // good, so an idle one is dropped after the grace.
+                    if idle.is_some() && since.elapsed() >= H2_CLOSE_GRACE {
+                        tracing::debug!("an HTTP/2 connection did not close after its GOAWAY: dropped");
+                        return;
+                    }
+                    continue;
+                }
+                let too_idle = idle.is_some_and(|(idle, authorized)| {
                     idle >= if authorized { H2_IDLE } else { HEADER_READ_TIMEOUT }
                 });
                 if too_idle {
                     // GOAWAY: streams in flight finish, new ones go elsewhere.
                     served.as_mut().graceful_shutdown();
-                    closing = true;
+                    closing = Some(tokio::time::Instant::now());
                 }
             }
         }
