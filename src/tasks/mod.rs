@@ -505,17 +505,23 @@ impl Tasks {
 mod tests {
     use super::*;
 
+    fn try_new(
+        tasks: &Tasks,
+        requestor: Requestor,
+        ttl: Option<Duration>,
+    ) -> Result<Created, CreateError> {
+        tasks.create(NewTask {
+            tag: new_tag().unwrap(),
+            requestor,
+            format: Format::Augmented,
+            revision: Revision::V2025_11_25,
+            ttl,
+            message: None,
+        })
+    }
+
     fn new(tasks: &Tasks, requestor: Requestor, ttl: Option<Duration>) -> Created {
-        tasks
-            .create(NewTask {
-                tag: new_tag().unwrap(),
-                requestor,
-                format: Format::Augmented,
-                revision: Revision::V2025_11_25,
-                ttl,
-                message: None,
-            })
-            .unwrap()
+        try_new(tasks, requestor, ttl).unwrap()
     }
 
     #[test]
@@ -578,30 +584,12 @@ mod tests {
         let tasks = Tasks::new(Duration::from_secs(60), 2);
         new(&tasks, Requestor::Stdio, None);
         let second = new(&tasks, Requestor::Stdio, None);
-        let third = tasks.create(NewTask {
-            tag: new_tag().unwrap(),
-            requestor: Requestor::Stdio,
-            format: Format::Augmented,
-            revision: Revision::V2025_11_25,
-            ttl: None,
-            message: None,
-        });
+        let third = try_new(&tasks, Requestor::Stdio, None);
         let err = third.unwrap_err();
         assert_eq!(err, CreateError::Full(2));
         assert!(err.to_string().contains("MCP_EXEC_MAX_TASKS"), "{err}");
         tasks.remove(second.snapshot.tag);
-        assert!(
-            tasks
-                .create(NewTask {
-                    tag: new_tag().unwrap(),
-                    requestor: Requestor::Stdio,
-                    format: Format::Augmented,
-                    revision: Revision::V2025_11_25,
-                    ttl: None,
-                    message: None,
-                })
-                .is_ok()
-        );
+        assert!(try_new(&tasks, Requestor::Stdio, None).is_ok());
     }
 
     #[test]
