@@ -94,8 +94,9 @@ pub struct Config {
     /// `MCP_EXEC_HTTP_MAX_SESSIONS`: HTTP sessions at most; past it the least
     /// recently used idle one ends.
     pub http_max_sessions: usize,
-    /// `MCP_EXEC_HTTP_STALL_TIMEOUT`: how long a write to a client, or a
-    /// `/files` body frame, may make no progress.
+    /// `MCP_EXEC_HTTP_STALL_TIMEOUT`: how long a write to a client, or an
+    /// upload's body frame, may make no progress, and a unary request body
+    /// may take to arrive whole (every listener).
     pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
@@ -456,7 +457,7 @@ pub const VARIABLES: [(&str, &str, &str); 43] = [
     (
         "MCP_EXEC_HTTP_STALL_TIMEOUT",
         "30",
-        "seconds a /files body may send nothing, or a client read nothing",
+        "seconds a request body may take (unary) or pause (uploads), or a client read nothing",
     ),
     (
         "MCP_EXEC_METRICS_LISTEN",

@@ -108,6 +108,7 @@ pub fn main() {
             config.max_running
         ));
     }
+    net::request::set_body_deadline(config.http_stall_timeout);
     if let Some(n) = config.max_watches {
         files::watch::set_instance_budget(n);
     }

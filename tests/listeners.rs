@@ -598,6 +598,205 @@ fn every_route_refuses_a_missing_a_wrong_and_a_query_token_and_only_the_probes_a
     );
 }
 
+/// Sends `bytes` (a head and part of the body it declares) and reads
+/// until the server closes the connection or `limit` passes: after how
+/// long it closed (`None`: still open) and what came back.
+fn withheld(port: u16, bytes: &[u8], limit: Duration) -> (Option<Duration>, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(bytes).unwrap();
+    let begun = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while begun.elapsed() < limit {
+        match s.read(&mut buf) {
+            Ok(0) => return (Some(begun.elapsed()), got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return (Some(begun.elapsed()), got),
+        }
+    }
+    (None, got)
+}
+
+/// With `MCP_EXEC_HTTP_STALL_TIMEOUT=2`, every request body that stops
+/// coming — a unary body (an MCP `POST /mcp`, `POST /exec`, an envd RPC and
+/// an envd server-stream request, a sandboxd gRPC call) or a streamed
+/// upload (`PUT /files`, envd's `POST /files`, `PUT /v1/files`) — is
+/// answered with its protocol's deadline refusal and its connection closed
+/// at 2 s, not at the 30 s default; and no upload leaves a file.
+fn every_listener_releases_a_withheld_request_body_at_the_stall_timeout(t: Target) {
+    let (server, dir, ports) = every_listener(t, &[("MCP_EXEC_HTTP_STALL_TIMEOUT", "2")], None);
+    let port = |name: &str| ports.iter().find(|(n, _)| *n == name).unwrap().1;
+    let head = |method: &str, path: &str, kind: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {kind}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n"
+        )
+        .into_bytes()
+    };
+    let with = |mut head: Vec<u8>, part: &[u8]| {
+        head.extend_from_slice(part);
+        head
+    };
+    let json = "application/json";
+    let upload = format!("{}/withheld", dir.0);
+    // (listener, what, the bytes sent, what the answer must contain)
+    let mut cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        (
+            "mcp",
+            "POST /mcp",
+            with(head("POST", "/mcp", json), b"{\"jsonrpc\""),
+            "HTTP/1.1 408",
+        ),
+        (
+            "mcp",
+            "POST /exec",
+            with(head("POST", "/exec", json), b"{\"command\""),
+            "HTTP/1.1 408",
+        ),
+        (
+            "mcp",
+            "PUT /files",
+            with(
+                head(
+                    "PUT",
+                    &format!("/files{upload}-mcp"),
+                    "application/octet-stream",
+                ),
+                b"x",
+            ),
+            "HTTP/1.1 408",
+        ),
+        (
+            "envd",
+            "a unary RPC",
+            with(head("POST", "/filesystem.Filesystem/Stat", json), b"{"),
+            "deadline_exceeded",
+        ),
+        (
+            "envd",
+            "a server-stream request",
+            with(
+                head("POST", "/process.Process/Start", "application/connect+json"),
+                &[0, 0, 0, 0, 90, b'{'],
+            ),
+            "deadline_exceeded",
+        ),
+        (
+            "envd",
+            "POST /files",
+            with(
+                head(
+                    "POST",
+                    &format!("/files?path={upload}-envd"),
+                    "application/octet-stream",
+                ),
+                b"x",
+            ),
+            "HTTP/1.1 408",
+        ),
+        (
+            "sandboxd-rest",
+            "PUT /v1/files",
+            with(
+                head("PUT", "/v1/files/withheld-rest", "application/octet-stream"),
+                b"x",
+            ),
+            "HTTP/1.1 408",
+        ),
+    ];
+    if cfg!(feature = "sandboxd") {
+        // HEADERS without END_STREAM, then three bytes of a five-byte
+        // message header: the call's body never ends.
+        let mut call = h2_preface();
+        call.extend(h2_frame(1, 0x4, 1, &grpc_call_block(None)));
+        call.extend(h2_frame(0, 0, 1, &[0, 0, 0]));
+        cases.push(("sandboxd-grpc", "a call", call, ""));
+    }
+    let answered: Vec<_> = std::thread::scope(|scope| {
+        let each: Vec<_> = cases
+            .iter()
+            .map(|(name, what, bytes, _)| {
+                let port = port(name);
+                scope.spawn(move || {
+                    if *name == "sandboxd-grpc" {
+                        // The trailers (a HEADERS frame on stream 1) are the
+                        // answer; the connection itself stays up.
+                        let begun = Instant::now();
+                        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                        s.write_all(bytes).unwrap();
+                        let got = h2_answer(&mut s, Duration::from_secs(10));
+                        return (*what, got.map(|()| begun.elapsed()), Vec::new());
+                    }
+                    let (closed, got) = withheld(port, bytes, Duration::from_secs(10));
+                    (*what, closed, got)
+                })
+            })
+            .collect();
+        each.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((name, _, _, want), (what, closed, got)) in cases.iter().zip(answered) {
+        let text = String::from_utf8_lossy(&got);
+        let closed = closed.unwrap_or_else(|| {
+            panic!("{name} {what}: a withheld body was not released in 10 s; got {text:?}")
+        });
+        assert!(
+            closed >= Duration::from_millis(1500) && closed < Duration::from_secs(6),
+            "{name} {what}: released after {closed:?}, not at the 2 s stall timeout; got {text:?}\n{}",
+            server.stderr.lock().unwrap()
+        );
+        assert!(
+            text.contains(want),
+            "{name} {what}: the answer lacks {want:?}: {text:?}"
+        );
+    }
+    for suffix in ["-mcp", "-envd"] {
+        let path = format!("{upload}{suffix}");
+        assert!(
+            !std::path::Path::new(&path).exists(),
+            "a withheld upload left {path}"
+        );
+    }
+    let entries: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        entries.is_empty(),
+        "withheld uploads left files in the root: {entries:?}"
+    );
+}
+
+/// Reads HTTP/2 frames from `s` until a HEADERS frame on stream 1 (the
+/// answer) comes, or `within` passes.
+fn h2_answer(s: &mut TcpStream, within: Duration) -> Option<()> {
+    s.set_read_timeout(Some(Duration::from_millis(100))).ok()?;
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => return None,
+        }
+        let mut at = 0;
+        while got.len() >= at + 9 {
+            let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+            let stream = u32::from_be_bytes([got[at + 5], got[at + 6], got[at + 7], got[at + 8]])
+                & 0x7fff_ffff;
+            if got[at + 3] == 1 && stream == 1 {
+                return Some(());
+            }
+            at += 9 + len;
+        }
+    }
+    None
+}
+
 /// The resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -691,4 +890,5 @@ hosts!(
     every_listener_closes_a_silent_connection_at_2_s_and_a_withheld_head_at_10_s,
     every_route_refuses_a_missing_a_wrong_and_a_query_token_and_only_the_probes_answer_without_one,
     sandboxd_grpc_serves_calls_within_1_s_through_a_rapid_reset_and_a_settings_flood,
+    every_listener_releases_a_withheld_request_body_at_the_stall_timeout,
 );

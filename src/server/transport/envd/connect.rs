@@ -192,8 +192,8 @@ async fn collect(body: Incoming, limit: usize) -> Result<Bytes, ConnectError> {
         Err(BodyError::Late) => Err(ConnectError::new(
             Code::DeadlineExceeded,
             format!(
-                "the request did not arrive within {} s",
-                request::BODY_READ_TIMEOUT.as_secs()
+                "the request did not arrive within {} s (MCP_EXEC_HTTP_STALL_TIMEOUT)",
+                request::body_deadline().as_secs()
             ),
         )),
         Err(BodyError::Read(e)) => Err(ConnectError::new(

@@ -1,6 +1,6 @@
 //! Reading a request: what its `Accept` allows ([`Accepts`]), and its body,
 //! bounded in size (`MCP_EXEC_MAX_LINE_BYTES`) and in time
-//! ([`crate::net::request::BODY_READ_TIMEOUT`]); a body past either bound is a refusal, and the
+//! ([`crate::net::request::body_deadline`]); a body past either bound is a refusal, and the
 //! rest of it is never read.
 
 use bytes::Bytes;
@@ -11,7 +11,7 @@ use hyper::{Request, StatusCode};
 
 use super::state::HttpState;
 use crate::net::reply::{HttpReply, closing, status};
-use crate::net::request::{BODY_READ_TIMEOUT, BodyError, read_whole};
+use crate::net::request::{BodyError, body_deadline, read_whole};
 
 /// What the client's `Accept` allows.
 pub(super) struct Accepts {
@@ -67,8 +67,8 @@ pub(super) async fn read_body(
             return Err(closing(status(
                 StatusCode::REQUEST_TIMEOUT,
                 &format!(
-                    "the body did not arrive within {} s",
-                    BODY_READ_TIMEOUT.as_secs()
+                    "the body did not arrive within {} s (MCP_EXEC_HTTP_STALL_TIMEOUT)",
+                    body_deadline().as_secs()
                 ),
             )));
         }

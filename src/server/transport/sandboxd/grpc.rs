@@ -164,8 +164,8 @@ async fn handle(
             (true, Err(BodyError::Late)) => Err(GrpcStatus::new(
                 Code::DeadlineExceeded,
                 format!(
-                    "the request did not arrive within {} s",
-                    net::request::BODY_READ_TIMEOUT.as_secs()
+                    "the request did not arrive within {} s (MCP_EXEC_HTTP_STALL_TIMEOUT)",
+                    net::request::body_deadline().as_secs()
                 ),
             )),
             (true, Err(e)) => Err(GrpcStatus::new(
