@@ -769,6 +769,65 @@ fn every_listener_releases_a_withheld_request_body_at_the_stall_timeout(t: Targe
     );
 }
 
+/// With `MCP_EXEC_HTTP_STALL_TIMEOUT=1`, a download (256 MiB, sparse)
+/// whose client reads its status line and then nothing is cut off on every
+/// listener that serves files — MCP `GET /files`, envd `GET /files`,
+/// sandboxd `GET /v1/files`: drained 4 s later, the stream ends short of
+/// the file, and a client asking for its first byte is served meanwhile.
+fn every_listener_cuts_off_a_download_whose_client_stops_reading(t: Target) {
+    let (_server, dir, ports) = every_listener(t, &[("MCP_EXEC_HTTP_STALL_TIMEOUT", "1")], None);
+    let port = |name: &str| ports.iter().find(|(n, _)| *n == name).unwrap().1;
+    let size = 256u64 << 20;
+    let big = format!("{}/big", dir.0);
+    std::fs::File::create(&big).unwrap().set_len(size).unwrap();
+    let gets = [
+        ("mcp", format!("/files{big}")),
+        ("envd", format!("/files?path={big}")),
+        ("sandboxd-rest", "/v1/files/big".to_owned()),
+    ];
+    let stalled: Vec<(&str, TcpStream)> = gets
+        .iter()
+        .map(|(name, path)| {
+            let mut c = TcpStream::connect(("127.0.0.1", port(name))).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+            let mut status = [0u8; 12];
+            c.read_exact(&mut status).unwrap();
+            assert_eq!(&status, b"HTTP/1.1 200", "{name} GET {path}");
+            (*name, c)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for (name, path) in &gets {
+        let first = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=0-0\r\n\r\n");
+        assert_eq!(
+            http1_status(port(name), &first, Duration::from_secs(2)),
+            Some(206),
+            "{name}: a client that reads was not served beside a stalled download"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(3500));
+    for (name, mut c) in stalled {
+        let mut got = 0u64;
+        let mut buf = vec![0u8; 1 << 20];
+        let ended = loop {
+            match c.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => got += n as u64,
+                Err(_) => break false,
+            }
+        };
+        assert!(
+            ended,
+            "{name}: the download was still open after {got} bytes"
+        );
+        assert!(
+            got < size,
+            "{name}: the whole file arrived: the stall was not cut"
+        );
+    }
+}
+
 /// Reads HTTP/2 frames from `s` until a HEADERS frame on stream 1 (the
 /// answer) comes, or `within` passes.
 fn h2_answer(s: &mut TcpStream, within: Duration) -> Option<()> {
@@ -891,4 +950,5 @@ hosts!(
     every_route_refuses_a_missing_a_wrong_and_a_query_token_and_only_the_probes_answer_without_one,
     sandboxd_grpc_serves_calls_within_1_s_through_a_rapid_reset_and_a_settings_flood,
     every_listener_releases_a_withheld_request_body_at_the_stall_timeout,
+    every_listener_cuts_off_a_download_whose_client_stops_reading,
 );
