@@ -348,38 +348,107 @@ fn a_port_nothing_listens_on_is_502_and_the_servers_own_is_not_proxied(t: Target
     assert_eq!(r.status, 404, "{r:?}");
 }
 
-fn a_job_on_another_loopback_address_of_the_servers_own_port_is_listed_but_never_proxied(
+/// For each of the server's own listeners (MCP, metrics, envd, sandboxd
+/// REST, and sandboxd gRPC when built): a job listening on 127.0.0.2 at
+/// that listener's port (another socket than the server's 127.0.0.1 one,
+/// so the bind succeeds) is listed by `GET /ports`, and the proxy refuses
+/// it with `502` — it never reaches the server's own listener.
+fn a_job_on_another_loopback_address_of_any_of_the_servers_own_ports_is_listed_but_never_proxied(
+    t: Target,
+) {
+    let Some(python) = python() else {
+        return;
+    };
+    let root = crate::support::HostPath::new("ports-own-root");
+    std::fs::create_dir(&root.0).unwrap();
+    let mut args = vec![
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--envd",
+        "127.0.0.1:0",
+        "--sandboxd-rest",
+        "127.0.0.1:0",
+        "--sandboxd-root",
+        &root.0,
+    ];
+    if cfg!(feature = "sandboxd") {
+        args.extend(["--sandboxd-grpc", "127.0.0.1:0"]);
+    }
+    let mut s = Both::start(t, &[("MCP_EXEC_HTTP_TOKEN", TOKEN)], &args);
+    s.stdio.initialize(LATEST);
+    let mut own = vec![("MCP", s.port)];
+    for what in ["metrics", "envd", "sandboxd REST", "sandboxd gRPC"] {
+        if what != "sandboxd gRPC" || cfg!(feature = "sandboxd") {
+            own.push((what, crate::http::bound_port(&s.stdio, what)));
+        }
+    }
+    for &(what, port) in &own {
+        let (_id, line) = upstream(&mut s, python, &format!("at {port} 127.0.0.2"));
+        assert_eq!(listening(&line), port, "{what}");
+    }
+    let listed = ports(&s);
+    for &(what, port) in &own {
+        assert!(
+            listed
+                .iter()
+                .any(|p| p["port"] == json!(port) && p["addr"] == json!("127.0.0.2")),
+            "{what}: GET /ports lists the job's socket on {port}: {listed:?}"
+        );
+        let r = http(
+            s.port,
+            "GET",
+            &format!("/ports/{port}/health"),
+            &[("Authorization", AUTH)],
+            "",
+        );
+        assert_eq!(r.status, 502, "{what} ({port}): {r:?}");
+        assert!(
+            r.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("one of this server's own listeners"),
+            "{what} ({port}): {r:?}"
+        );
+    }
+}
+
+/// Outside a network namespace no packet may leave the machine, so this
+/// proves the refusal comes before any dial: a job's `IP_FREEBIND`
+/// listener on 198.51.100.7 (an address no interface has) is listed, and
+/// the proxy answers `502` "loopback only" at once, naming the address.
+fn a_job_listening_on_an_address_that_is_not_loopback_is_listed_and_refused_before_any_dial(
     t: Target,
 ) {
     let Some((mut s, python)) = server(t) else {
         return;
     };
-    // 127.0.0.2:<the MCP listener's port>: another socket than the
-    // server's 127.0.0.1 one, so the bind succeeds.
-    let own = s.port;
-    let (_id, line) = upstream(&mut s, python, &format!("at {own} 127.0.0.2"));
-    assert_eq!(listening(&line), own);
+    let (_id, line) = upstream(&mut s, python, "at 8093 198.51.100.7 freebind");
+    assert_eq!(listening(&line), 8093);
     let listed = ports(&s);
     assert!(
         listed
             .iter()
-            .any(|p| p["port"] == json!(own) && p["addr"] == json!("127.0.0.2")),
+            .any(|p| p["port"] == json!(8093) && p["addr"] == json!("198.51.100.7")),
         "GET /ports lists the job's socket: {listed:?}"
     );
+    let begun = std::time::Instant::now();
     let r = http(
         s.port,
         "GET",
-        &format!("/ports/{own}/health"),
+        "/ports/8093/",
         &[("Authorization", AUTH)],
         "",
     );
     assert_eq!(r.status, 502, "{r:?}");
+    let error = r.json()["error"].as_str().unwrap().to_owned();
     assert!(
-        r.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("one of this server's own listeners"),
-        "{r:?}"
+        error.contains("listens on 198.51.100.7 only") && error.contains("loopback only"),
+        "{error}"
+    );
+    assert!(
+        begun.elapsed() < std::time::Duration::from_secs(1),
+        "the refusal took {:?}: was a dial tried?",
+        begun.elapsed()
     );
 }
 
@@ -508,5 +577,6 @@ ports_targets!(
     the_proxy_streams_an_answer_before_the_target_has_finished_it,
     a_websocket_through_the_proxy_echoes_both_ways,
     a_port_nothing_listens_on_is_502_and_the_servers_own_is_not_proxied,
-    a_job_on_another_loopback_address_of_the_servers_own_port_is_listed_but_never_proxied,
+    a_job_on_another_loopback_address_of_any_of_the_servers_own_ports_is_listed_but_never_proxied,
+    a_job_listening_on_an_address_that_is_not_loopback_is_listed_and_refused_before_any_dial,
 );
