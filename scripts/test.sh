@@ -37,11 +37,19 @@ export MCP_EXEC_TEST_TIMES
 # Only on `cargo test` below: a runner applies to `cargo run` too.
 timed=(env CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/scripts/timed-runner.sh")
 started=$SECONDS
+# The time of each step, printed at the end: where a slow run spent it.
+steps=""
+mark=$SECONDS
+step() {
+    steps+="$(printf '%6d s  %s' $((SECONDS - mark)) "$1")"$'\n'
+    mark=$SECONDS
+}
 leftovers() {
     local status=$?
     # A report, never a reason to fail (nor to skip the check below).
     bash scripts/slowest-tests.sh "$MCP_EXEC_TEST_TIMES" 20 || true
     rm -f "$MCP_EXEC_TEST_TIMES"
+    printf '== time per step\n%s' "$steps"
     echo "scripts/test.sh: $((SECONDS - started)) s in all"
     if ! env -u MCP_EXEC_TEST_RUN bash scripts/leftovers.sh "$MCP_EXEC_TEST_RUN"; then
         echo "scripts/test.sh: the run left processes behind (listed above)" >&2
@@ -52,6 +60,7 @@ leftovers() {
 trap leftovers EXIT
 
 bash scripts/setup.sh </dev/null
+step "setup"
 
 if bash images/build-offline.sh --check; then
     bash images/build-offline.sh </dev/null
@@ -61,6 +70,7 @@ elif [[ -n "${CI:-}" ]]; then
 else
     echo "scripts/test.sh: cannot build the images: container targets will be skipped" >&2
 fi
+step "images"
 
 # The pinned Python packages first: an integration test parses /metrics with
 # prometheus_client from interop/.venv, and the terminal-attach tests
@@ -75,18 +85,22 @@ if ! bash interop/run.sh --install-e2b </dev/null && [[ -n "${CI:-}" ]]; then
     echo "scripts/test.sh: the E2B SDK (interop/e2b) is required in CI" >&2
     exit 1
 fi
+step "python and e2b packages"
 
 "${timed[@]}" cargo test --workspace --locked
+step "cargo test --workspace (build and every target)"
 
 # Jobs and init mode's command start with every signal at its default whatever the server
 # inherited (issue 19 §5): the bare target once more (about 90 s here), and the signal tests
 # on PID 1, with every server started with HUP, INT and QUIT ignored (tests/support/guard.rs).
 MCP_EXEC_TEST_INHERIT_IGNORED=HUP,INT,QUIT "${timed[@]}" cargo test --locked --test integration -- \
     bare:: server_signals:: initmode::pid1:: pid1::a_job_killed_by_a_signal
+step "bare target again, signals inherited ignored"
 
 # Fuzzing smoke (FUZZING.md): every target briefly under libFuzzer, or on stable as
 # randomized tests when nightly or cargo-fuzz is missing; it prints which mode ran.
 bash scripts/fuzz-smoke.sh </dev/null
+step "fuzz smoke"
 
 # Licenses and bans of the dependency tree (deny.toml): no advisory database is fetched.
 if cargo deny --version >/dev/null 2>&1; then
@@ -97,19 +111,24 @@ elif [[ -n "${CI:-}" ]]; then
 else
     echo "scripts/test.sh: no cargo-deny: license and ban checks skipped (scripts/setup.sh installs it)" >&2
 fi
+step "cargo deny"
 
 # The benchmark harness in smoke mode (a few iterations; no timing asserted),
 # so that it cannot rot. Full runs: see BENCHMARKS.md.
 RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --locked \
     --target x86_64-unknown-linux-gnu -p mcp-exec
 cargo run --release --locked -p bench -- --smoke
+step "static release build and bench smoke"
 
 # Real MCP clients: Python SDK, TypeScript SDK, MCP Inspector CLI (pinned).
 bash interop/run.sh </dev/null
+step "interop"
 
 # Every example of README.md and docs/ marked runnable, as pasted, against a
 # server started the way the README says (docs/development.md).
 bash scripts/doc-examples.sh </dev/null
+step "doc examples"
 
 # The Kubernetes manifests against the bundled schemas (pinned kubernetes-validate).
 bash scripts/validate-k8s.sh </dev/null
+step "kubernetes validation"
