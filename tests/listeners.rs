@@ -598,6 +598,54 @@ fn every_route_refuses_a_missing_a_wrong_and_a_query_token_and_only_the_probes_a
     );
 }
 
+/// The probes that need no token keep the one gate's other rules on every
+/// listener (loopback binds): a foreign `Host` and a foreign `Origin` are
+/// `403`, two `Host` headers `400` — envd's `/health` as sandboxd's
+/// `/v1/health` and the MCP and metrics listeners' `/healthz`.
+fn every_probe_of_every_listener_refuses_a_foreign_host_a_foreign_origin_and_two_hosts(
+    t: Target,
+) {
+    let (_server, _dir, ports) = every_listener(t, &[], Some(TOKEN));
+    let port = |name: &str| ports.iter().find(|(n, _)| *n == name).unwrap().1;
+    let probes = [
+        ("mcp", "/healthz"),
+        ("mcp", "/livez"),
+        ("metrics", "/metrics"),
+        ("metrics", "/healthz"),
+        ("envd", "/health"),
+        ("sandboxd-rest", "/v1/health"),
+    ];
+    for (name, path) in probes {
+        let probe = |lines: &str| {
+            let request = format!("GET {path} HTTP/1.1\r\n{lines}Connection: close\r\n\r\n");
+            http1_status(port(name), &request, Duration::from_secs(5))
+        };
+        let cases = [
+            ("the loopback Host", "Host: 127.0.0.1\r\n", 200),
+            ("a foreign Host", "Host: evil.example\r\n", 403),
+            (
+                "a foreign Origin",
+                "Host: 127.0.0.1\r\nOrigin: http://evil.example\r\n",
+                403,
+            ),
+            (
+                "two Host headers",
+                "Host: 127.0.0.1\r\nHost: evil.example\r\n",
+                400,
+            ),
+        ];
+        for (how, lines, want) in cases {
+            let got = probe(lines);
+            let ok = if want == 200 {
+                got.is_some_and(|s| (200..300).contains(&s))
+            } else {
+                got == Some(want)
+            };
+            assert!(ok, "{name} GET {path} with {how}: {got:?}, want {want}");
+        }
+    }
+}
+
 /// Sends `bytes` (a head and part of the body it declares) and reads
 /// until the server closes the connection or `limit` passes: after how
 /// long it closed (`None`: still open) and what came back.
@@ -951,4 +999,5 @@ hosts!(
     sandboxd_grpc_serves_calls_within_1_s_through_a_rapid_reset_and_a_settings_flood,
     every_listener_releases_a_withheld_request_body_at_the_stall_timeout,
     every_listener_cuts_off_a_download_whose_client_stops_reading,
+    every_probe_of_every_listener_refuses_a_foreign_host_a_foreign_origin_and_two_hosts,
 );

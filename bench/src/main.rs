@@ -36,6 +36,7 @@
 //! with the C spawn (issue 26).
 
 mod abuse;
+mod flood;
 mod baseline;
 mod bounded;
 mod client;
@@ -95,7 +96,7 @@ const DEFAULT_JSON: &str = "bench/results/latest.json";
 const DEFAULT_SMOKE_JSON: &str = "bench/results/smoke.json";
 const BUILD: &str = "RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build --release --target x86_64-unknown-linux-gnu";
 
-const SCENARIOS: [&str; 38] = [
+const SCENARIOS: [&str; 39] = [
     "tasks",
     "size",
     "startup",
@@ -122,6 +123,7 @@ const SCENARIOS: [&str; 38] = [
     "session_rtt",
     "setup_rtt",
     "http_abuse",
+    "listener_flood",
     "soak",
     "compare",
     "screen",
@@ -1281,6 +1283,80 @@ fn bounded_figures(
     Ok(())
 }
 
+/// `listener_flood`: token holders on every listener while each listener in
+/// turn is flooded with silent connections (docs/security.md, "What every
+/// listener guarantees"), and the server's descriptors at their peak.
+fn flood_figures(
+    binary: &Path,
+    plan: &Plan,
+    figures: &mut Vec<Figure>,
+    notes: &mut Map<String, Value>,
+) -> Result<(), Error> {
+    eprintln!(
+        "bench: listener_flood ({} token holders × {} requests on fresh connections, while each listener in turn holds 400 silent connections; descriptor limit {})",
+        flood::CLIENTS,
+        plan.flood_requests,
+        flood::NOFILE
+    );
+    let key = |listener: &str| match listener {
+        "mcp" => "flood_mcp",
+        "metrics" => "flood_metrics",
+        "envd" => "flood_envd",
+        "sandboxd-rest" => "flood_sandboxd_rest",
+        _ => "flood_sandboxd_grpc",
+    };
+    let Some(f) = flood::floods(binary, plan.flood_requests)? else {
+        http_skipped(
+            "flood_mcp",
+            "token holders under a listener flood",
+            "ms",
+            "median and p99 ≤ 1000 ms",
+            figures,
+            notes,
+        );
+        return Ok(());
+    };
+    if !f.failed.is_empty() {
+        return Err(Error(format!(
+            "listener_flood: {} requests of token holders failed, the first: {}",
+            f.failed.len(),
+            f.failed[0]
+        )));
+    }
+    for one in &f.flooded {
+        figures.push(
+            Figure::latency_vs(
+                key(one.listener),
+                format!(
+                    "token holders on every HTTP/1.1 listener (connect to answer) while {} is flooded ({} silent connections opened)",
+                    one.listener, one.opened
+                ),
+                &one.latency,
+                &f.baseline,
+                "the same clients, no flood",
+            )
+            .with_target("median and p99 ≤ 1000 ms", 1000.0)
+            .with_p99_max(1000.0),
+        );
+    }
+    figures.push(Figure::value(
+        "flood_peak_fds",
+        format!(
+            "the server's open descriptors at their peak during the floods (limit {})",
+            flood::NOFILE
+        ),
+        "fds",
+        f.peak_fds as f64,
+        Some(("< the limit", (flood::NOFILE - 1) as f64)),
+    ));
+    notes.insert(
+        "listener_flood".into(),
+        json!({"clients": flood::CLIENTS, "requests_per_client": plan.flood_requests,
+               "nofile": flood::NOFILE, "peak_fds": f.peak_fds}),
+    );
+    Ok(())
+}
+
 /// The robustness scenarios of issue 15 (`http_abuse`, `soak`); returns the
 /// soak's curve as a markdown table when it ran.
 fn robustness_figures(
@@ -1318,6 +1394,9 @@ fn robustness_figures(
                 );
             }
         }
+    }
+    if o.wants("listener_flood") {
+        flood_figures(binary, plan, figures, notes)?;
     }
     if !o.wants("soak") {
         return Ok(None);

@@ -90,6 +90,9 @@ pub struct Plan {
     pub abuse_calls: usize,
     /// Wrong-token requests of the abuse there.
     pub abuse_wrong_tokens: usize,
+    /// Requests per token holder in `listener_flood`, per flooded listener
+    /// (and as many for the baseline).
+    pub flood_requests: usize,
     /// `screen` calls (each paired with a `ping`) per size in `screen` (issue 21).
     pub screen_calls: usize,
     /// Idle PTY jobs with 1,000 lines of scrollback held at once in `screen_memory`.
@@ -145,6 +148,7 @@ impl Plan {
         soak_jobs: 100_000,
         abuse_calls: 400,
         abuse_wrong_tokens: 10_000,
+        flood_requests: 40,
         screen_calls: 2000,
         screen_jobs: 50,
         keystrokes: 500,
@@ -192,6 +196,7 @@ impl Plan {
         soak_jobs: 1000,
         abuse_calls: 20,
         abuse_wrong_tokens: 500,
+        flood_requests: 2,
         screen_calls: 5,
         screen_jobs: 2,
         keystrokes: 10,
