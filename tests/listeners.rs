@@ -602,9 +602,7 @@ fn every_route_refuses_a_missing_a_wrong_and_a_query_token_and_only_the_probes_a
 /// listener (loopback binds): a foreign `Host` and a foreign `Origin` are
 /// `403`, two `Host` headers `400` — envd's `/health` as sandboxd's
 /// `/v1/health` and the MCP and metrics listeners' `/healthz`.
-fn every_probe_of_every_listener_refuses_a_foreign_host_a_foreign_origin_and_two_hosts(
-    t: Target,
-) {
+fn every_probe_of_every_listener_refuses_a_foreign_host_a_foreign_origin_and_two_hosts(t: Target) {
     let (_server, _dir, ports) = every_listener(t, &[], Some(TOKEN));
     let port = |name: &str| ports.iter().find(|(n, _)| *n == name).unwrap().1;
     let probes = [

@@ -140,7 +140,9 @@ pub fn floods(binary: &Path, per_client: usize) -> Result<Option<Floods>, Error>
     ]);
     launch.nofile = Some((NOFILE, NOFILE));
     for flag in ["--metrics-listen", "--envd", "--sandboxd-rest"] {
-        launch.args.extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
+        launch
+            .args
+            .extend([flag.to_owned(), "127.0.0.1:0".to_owned()]);
     }
     // sandboxd gRPC is in the default build; a build without it refuses the
     // flag, so it is tried first and dropped when refused.

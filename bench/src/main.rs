@@ -36,13 +36,13 @@
 //! with the C spawn (issue 26).
 
 mod abuse;
-mod flood;
 mod baseline;
 mod bounded;
 mod client;
 mod compare;
 mod current;
 mod files;
+mod flood;
 mod frontends;
 mod http;
 mod http_client;
