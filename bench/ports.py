@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures of issue 23's ports (SPEC §22), measured against the static release binary:
+"""The figures of issue 23's ports, measured against the static release binary:
 
   1. a new listener's visible latency while `wait until port` waits: from the job's own
      CLOCK_MONOTONIC just after listen() to the client's when `wait` answers (goal <= 200 ms);

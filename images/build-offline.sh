@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds both images without a container registry (SPEC §7), from the same Containerfiles a
-# registry user builds:
+# Builds both images without a container registry, from the same Containerfiles a registry
+# user builds:
 #
 #   scripts/setup.sh             # once per machine (scripts/test.sh runs it): podman, runc,
 #                                # busybox-static, tini, bash-static, procps, containers.conf
@@ -23,7 +23,7 @@
 # Caching never matters for correctness: the base image is reused only when its content hash
 # matches, and podman's layer cache keys on content. Runs as root without a terminal; nothing
 # is fetched from the network. Ends with a smoke run of each image (stdin closed: it must exit
-# 0 promptly, SPEC §2.5) and prints the sizes.
+# 0 promptly) and prints the sizes.
 #
 # Environment:
 #   MCP_EXEC_BINARY   prebuilt static mcp-exec to package instead of building with cargo

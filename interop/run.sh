@@ -5,7 +5,7 @@
 #   python-1x/    its last 1.x release (own venv and requirements.txt): 2025-11-25 Tasks
 #   sandboxd/     the agent-sandbox SDK and grpcio (own venv), run by tests/sandboxd.rs;
 #                 installed here with --install-python, which scripts/test.sh runs first
-#   e2b/          the E2B SDK (PyPI `e2b`, own venv and requirements.txt) for envd (SPEC §21);
+#   e2b/          the E2B SDK (PyPI `e2b`, own venv and requirements.txt) for envd (docs/envd.md);
 #                 its suite is the Rust integration tests tests/envd.rs, per target
 #   node/         the official TypeScript SDK (@modelcontextprotocol/sdk), node:test
 #   node/         the MCP Inspector CLI (@modelcontextprotocol/inspector)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The dependency rule (STYLE.md "Dependencies point one way", SPEC Part III
-# "One lifecycle"), checked by grep so that it cannot erode silently:
+# The dependency rule (STYLE.md "Dependencies point one way", docs/ARCHITECTURE.md
+# "The dependency rule"), checked by grep so that it cannot erode silently:
 #
 # 1. `jobs` imports nothing from `protocol`, `tools` or `server`: the
 #    lifecycle knows no wire format, no tool and no transport.
@@ -8,8 +8,8 @@
 #    table: they name no `JobTable`, `Pending`, `Window`, `Redact` or stdin
 #    slot, and call no `.table()`. They call the verbs of `jobs::Jobs` and
 #    render the answers.
-# 3. `terminal` (the PTY screen and keys, SPEC §20) is a leaf: it names
-#    nothing else in the crate, so jobs, tools and transports can all use it.
+# 3. `terminal` (the PTY screen and keys) is a leaf: it names nothing else
+#    in the crate, so jobs, tools and transports can all use it.
 # 4. `files` (the file engine: path policy, commit, transfer pipeline) names
 #    no tool, no server and no hyper type: every front-end calls it, it
 #    knows none of them (`fetch.rs`, upload's HTTPS client, may use hyper's
@@ -186,6 +186,19 @@ for dir in src init/src; do
     check "\"watch\" is inotify: name a pending exit or a wait otherwise (docs/ARCHITECTURE.md, Words)" \
         "$dir" '\b(struct|enum|type) \w*Watch\b|\bExitWatch\b' watch.rs
 done
+
+# The product specification does not ship with the project: code, docs, tests and messages
+# state the rule or link to docs/, never the specification's sections. (The word is split
+# here so that this line does not find itself.)
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    hits=$(git grep -nwI "SP""EC" -- . || true)
+    if [[ -n $hits ]]; then
+        while IFS= read -r line; do
+            echo "check-layers: state the rule or link to docs/, not the specification: $line" >&2
+        done <<<"$hits"
+        status=1
+    fi
+fi
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

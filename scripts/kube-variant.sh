@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes to stdout the variant of deploy/kubernetes/pod.yaml that `podman kube play` runs on one
-# machine (SPEC §15); scripts/kube_variant.py says what differs and why. Arguments are passed
-# on, e.g.
+# machine (docs/kubernetes.md); scripts/kube_variant.py says what differs and why. Arguments
+# are passed on, e.g.
 #   scripts/kube-variant.sh --image localhost/mcp-exec:scratch --token-file /path/token \
 #       --http-port 18080 --metrics-port 19091 --name mcp-exec-test > variant.yaml
 #   podman kube play variant.yaml ... podman kube down variant.yaml

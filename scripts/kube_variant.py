@@ -4,7 +4,7 @@
     kube_variant.py --image IMG --token-file FILE --http-port N --metrics-port N \
         [--name NAME] deploy/kubernetes/pod.yaml > variant.yaml
 
---check asserts what the JSON schemas cannot (SPEC §15): the HTTP and metrics listeners, the
+--check asserts what the JSON schemas cannot: the HTTP and metrics listeners, the
 token from a Secret file of mode 0400, the probes on the token-free metrics port, the scrape
 annotations, a read-only root with emptyDir /tmp and /workspace, the cwd policy, resource
 limits, and a termination grace above the shutdown grace.
@@ -109,7 +109,7 @@ def check(pod):
         f"terminationGracePeriodSeconds above {GRACE_ENV} ({grace:g} s) with room to exit",
     )
     if problems:
-        sys.exit("the Pod manifest breaks SPEC §15:\n  - " + "\n  - ".join(problems))
+        sys.exit("the Pod manifest breaks docs/kubernetes.md:\n  - " + "\n  - ".join(problems))
 
 
 def variant(pod, image, token_file, http_port, metrics_port, name):

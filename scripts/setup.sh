@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine for the whole test suite; scripts/test.sh runs it first.
 #
-#   podman runc      the engine and the OCI runtime SPEC §8 asks for (crun fails here with
+#   podman runc      the engine and the OCI runtime that works here (crun fails with
 #                    "setrlimit … Operation not permitted")
 #   busybox-static   /bin/busybox: the shell and applets of both offline images
 #   tini             ships /usr/bin/tini-static, the PID 1 of the offline tini image
@@ -18,8 +18,8 @@
 #   iproute2         `ip`, for the network namespace tests/http/ports.rs makes (a veth
 #                    pair with an address of its own; nothing leaves the namespace)
 #
-# and writes /etc/containers/containers.conf exactly as SPEC §8 gives it: runtime runc and
-# ulimits low enough that runc's setrlimit succeeds inside unprivileged CI sandboxes.
+# and writes /etc/containers/containers.conf: runtime runc and ulimits low enough that runc's
+# setrlimit succeeds inside unprivileged CI sandboxes.
 # Cargo tools, for any user (cargo install, pinned): cargo-deny (deny.toml's license and ban
 # checks), and cargo-fuzz when a nightly toolchain is there (libFuzzer needs nightly, which this
 # kind of machine cannot fetch; without it the fuzz targets run on stable as randomized tests,
@@ -81,7 +81,7 @@ fi
 if ((${#packages[@]})) || ! $conf_ok; then
     if [[ $EUID -ne 0 ]]; then
         ((${#packages[@]} == 0)) || say "missing Debian packages: ${packages[*]} (as root: apt-get install ${packages[*]})"
-        $conf_ok || say "missing: $conf with runtime runc and lowered ulimits (SPEC §8; as root: bash $0)"
+        $conf_ok || say "missing: $conf with runtime runc and lowered ulimits (docs/development.md; as root: bash $0)"
         if [[ -n "${CI:-}" ]]; then
             say "error: CI needs all of this; run as root"
             exit 1

@@ -13,8 +13,8 @@
 # The sets: `--no-default-features` (the floor), each default feature alone over it, and the
 # default build (every front-end). The budgets:
 #   - the default binary, every front-end: ≤ 4.5 MiB (4,718,592 B), issue 26;
-#   - `sandboxd` (the gRPC front-end, issue of SPEC §21): ≤ 400 KB (400,000 B) over the floor;
-#   - `https-fetch` (`upload`'s `file` source over rustls, SPEC §22): ≤ 500 KB (500,000 B).
+#   - `sandboxd` (the gRPC front-end, docs/sandboxd.md): ≤ 400 KB (400,000 B) over the floor;
+#   - `https-fetch` (`upload`'s `file` source over rustls): ≤ 500 KB (500,000 B).
 # A front-end that costs more than its budget must be a default-on Cargo feature that a
 # size-sensitive build can drop (`--no-default-features`): both of these are. The rest of
 # the front-ends (stdio, HTTP/MCP, REST, envd, ports, watch, the terminal) are not features:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Validates every manifest in deploy/kubernetes/ offline against the Kubernetes JSON schemas
-# (SPEC §15), strictly (an unknown or misspelt field is an error), with the pinned
+# Validates every manifest in deploy/kubernetes/ offline against the Kubernetes JSON schemas,
+# strictly (an unknown or misspelt field is an error), with the pinned
 # kubernetes-validate from deploy/requirements.txt (scripts/k8s-venv.sh installs it), for
 # the Kubernetes version it defaults to unless K8S_VERSION is set. No cluster needed.
 # Exits non-zero when a manifest fails or when the validator cannot be installed: this is a
@@ -17,8 +17,8 @@ manifests=(deploy/kubernetes/*.yaml)
 version=()
 [[ -z ${K8S_VERSION:-} ]] || version=(--kubernetes-version "$K8S_VERSION")
 "$(dirname "$k8s_python")/kubernetes-validate" --strict --no-warn "${version[@]}" "${manifests[@]}"
-# The promises the schemas cannot check (SPEC §15): probes, token, scrape, grace.
+# The promises the schemas cannot check (docs/kubernetes.md): probes, token, scrape, grace.
 "$k8s_python" scripts/kube_variant.py --check deploy/kubernetes/pod.yaml
-# deploy/kubernetes/agent-sandbox/: against agent-sandbox's vendored CRD schemas (SPEC §21).
+# deploy/kubernetes/agent-sandbox/: against agent-sandbox's vendored CRD schemas.
 "$k8s_python" scripts/validate_agent_sandbox.py
 echo "validate-k8s: ${#manifests[@]} manifests valid, and deploy/kubernetes/agent-sandbox/"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validates deploy/kubernetes/agent-sandbox/*.yaml offline (SPEC §21).
+"""Validates deploy/kubernetes/agent-sandbox/*.yaml offline.
 
 - A custom resource (Sandbox, SandboxTemplate) is checked against the openAPIV3Schema of its
   CustomResourceDefinition, vendored in deploy/kubernetes/agent-sandbox/crds/ (see ORIGIN there),

@@ -1,10 +1,10 @@
-//! Configuration from the environment (SPEC §6).
+//! Configuration from the environment (docs/configuration.md).
 //!
 //! Every tuning variable has a default; an invalid value is reported once at
 //! start-up (returned as a warning, logged by `main`) and the default is
 //! used. Security settings (the cwd policy, redaction) are kept raw here and
 //! turned into policies by `main`, which stops the server with exit code 2
-//! when one is invalid (SPEC Part II: fail closed); a security switch that
+//! when one is invalid (security settings fail closed); a security switch that
 //! cannot be read (`MCP_EXEC_HTTP_INSECURE=maybe`) is one of
 //! [`Config::refusals`], which stop it the same way.
 //!
@@ -45,7 +45,7 @@ pub struct Config {
     /// `MCP_EXEC_MAX_QUEUED`: jobs waiting to start.
     pub max_queued: usize,
     /// `MCP_EXEC_TASK_TTL`: how long an MCP Task and its job are kept, the
-    /// default and the maximum (SPEC §19).
+    /// default and the maximum.
     pub task_ttl: Duration,
     /// `MCP_EXEC_MAX_TASKS`: MCP Tasks that hold a job or a result at once
     /// (docs/tasks.md).
@@ -62,7 +62,7 @@ pub struct Config {
     /// `MCP_EXEC_BREAKER_COOLDOWN`: how long an open breaker refuses jobs.
     pub breaker_cooldown: Duration,
     /// `MCP_EXEC_SHELL_SESSION_IDLE`: how long a shell session lives after
-    /// its last job (SPEC §17).
+    /// its last job.
     pub shell_session_idle: Duration,
     /// `MCP_EXEC_ALLOWED_CWDS`, raw.
     pub allowed_cwds: Option<String>,
@@ -85,7 +85,7 @@ pub struct Config {
     /// `MCP_EXEC_HTTP_INSECURE=1`: allow a non-loopback bind without a token.
     pub http_insecure: bool,
     /// `MCP_EXEC_PLATFORM_INSECURE=1`: allow a platform listener (sandboxd,
-    /// envd; SPEC §21) on a non-loopback address without a token.
+    /// envd) on a non-loopback address without a token.
     pub platform_insecure: bool,
     /// `MCP_EXEC_HTTP_SESSION_IDLE`: an HTTP session idle this long ends.
     pub http_session_idle: Duration,
@@ -100,13 +100,12 @@ pub struct Config {
     pub http_stall_timeout: Duration,
     /// `MCP_EXEC_METRICS_LISTEN` / `--metrics-listen`, raw.
     pub metrics_listen: Option<String>,
-    /// `MCP_EXEC_ENVD` / `--envd`, raw: E2B envd's listener (SPEC §21).
+    /// `MCP_EXEC_ENVD` / `--envd`, raw: E2B envd's listener.
     pub envd: Option<String>,
     /// `MCP_EXEC_SANDBOXD_GRPC` / `--sandboxd-grpc`, raw: sandboxd's
-    /// `process.v1.ProcessService` over h2c (SPEC §21).
+    /// `process.v1.ProcessService` over h2c.
     pub sandboxd_grpc: Option<String>,
-    /// `MCP_EXEC_SANDBOXD_REST` / `--sandboxd-rest`: sandboxd's REST API
-    /// (SPEC §21), raw.
+    /// `MCP_EXEC_SANDBOXD_REST` / `--sandboxd-rest`: sandboxd's REST API, raw.
     pub sandboxd_rest: Option<String>,
     /// `MCP_EXEC_SANDBOXD_ROOT` / `--sandboxd-root`: the directory sandboxd
     /// paths are relative to, raw (default `/workspace`).
@@ -117,10 +116,10 @@ pub struct Config {
     /// `--no-stdio`: serve no MCP on stdio (a flag only).
     pub no_stdio: bool,
     /// `MCP_EXEC_MAX_TRANSFER_BYTES`: the most file bytes one `upload` or
-    /// `download` call carries (decoded; SPEC §13.1). A tuning value.
+    /// `download` call carries (decoded). A tuning value.
     pub max_transfer_bytes: usize,
     /// `MCP_EXEC_FETCH_TIMEOUT`: the longest an `upload` of a `file` (an
-    /// https URL, SPEC §22) may take to fetch, redirects included.
+    /// https URL) may take to fetch, redirects included.
     pub fetch_timeout: Duration,
     /// `MCP_EXEC_CA_FILE`, raw: a PEM file of the CA roots `upload`'s
     /// fetch trusts instead of the system bundle.
@@ -162,7 +161,7 @@ impl std::fmt::Debug for Secret {
 /// Descriptors kept for the server itself when the default
 /// `MCP_EXEC_MAX_RUNNING` is derived from the descriptor limit.
 const RESERVED_FDS: u64 = 64;
-/// Each running job holds three pipe ends (SPEC §12.8).
+/// Each running job holds three pipe ends.
 const FDS_PER_JOB: u64 = 3;
 
 impl Config {

@@ -1,4 +1,4 @@
-//! Init mode (SPEC §10): `mcp-exec [options] -- CMD [ARGS…]` runs CMD as the
+//! Init mode (docs/pid1.md): `mcp-exec [options] -- CMD [ARGS…]` runs CMD as the
 //! container's main process, tini-style, so that
 //! `ENTRYPOINT ["/mcp-exec","--"]` is a drop-in for `ENTRYPOINT ["/sbin/tini","--"]`.
 //!
@@ -12,8 +12,8 @@
 //!
 //! Exit codes, as tini's: CMD's own exit code; 128+N when signal N killed it;
 //! 127 when CMD is not found, 126 when it cannot be executed (tini: 1 for
-//! exec errors other than `ENOENT`/`EACCES`; we say 126 for all of them, as
-//! the SPEC does); 1 when mcp-exec itself fails.
+//! exec errors other than `ENOENT`/`EACCES`; we say 126 for all of them,
+//! see docs/pid1.md); 1 when mcp-exec itself fails.
 //!
 //! Without `--http`, no MCP is served at all (pure init): CMD owns stdin and
 //! stdout.
@@ -22,8 +22,8 @@ use std::ffi::OsString;
 
 use crate::config::Config;
 
-/// Variables for mcp-exec only, removed from CMD's environment (SPEC §11:
-/// the token never reaches a job or CMD).
+/// Variables for mcp-exec only, removed from CMD's environment (the token
+/// never reaches a job or CMD).
 const SECRET_VARIABLES: [&str; 2] = ["MCP_EXEC_HTTP_TOKEN", "MCP_EXEC_HTTP_TOKEN_FILE"];
 
 /// Splits the arguments at the first `--`: the flags before it (as text;
@@ -92,7 +92,7 @@ pub fn code_of(exit: Result<init::ExitStatus, init::ReaperGone>) -> i32 {
 
 /// Pure init mode: runs CMD (`argv`) to its end through the init layer
 /// `boot` (made by [`init::prepare_forwarding`]), then shuts down what is
-/// left (SPEC §2.5) and returns the process's exit code.
+/// left (graceful shutdown) and returns the process's exit code.
 ///
 /// HTTP: with `--http`, init mode serves MCP too, and this function is not
 /// used; main does instead, in its runtime: `boot.start()`, [`start_main`]
@@ -100,7 +100,7 @@ pub fn code_of(exit: Result<init::ExitStatus, init::ReaperGone>) -> i32 {
 /// same `Init`), and `server::run` **without stdio** (CMD owns stdin and
 /// stdout), given `main.exit` as one more reason to end — e.g. an
 /// `EndReason::MainExited(code_of(status))` arm in its `select!` — then
-/// exits with that code after the usual §2.5 shutdown. In init mode the
+/// exits with that code after the usual graceful shutdown. In init mode the
 /// intake forwards SIGTERM/INT/QUIT to CMD and sends no `init::Event` at
 /// all, so CMD's exit is the only way the server is asked to end.
 pub fn run(boot: init::Boot, config: &Config, argv: &[OsString]) -> i32 {

@@ -1,4 +1,4 @@
-//! Prometheus metrics (SPEC §14): one process-wide registry, a leaf module.
+//! Prometheus metrics: one process-wide registry, a leaf module.
 //!
 //! Counters are bumped where the event happens (`jobs` when a job starts or
 //! ends, `server::session` when a request is answered) through the free
@@ -9,7 +9,7 @@
 //! values in a [`Snapshot`] and [`render`] sets them just before encoding.
 //! The `process_*` gauges are read from `/proc/self` at scrape time.
 //!
-//! Not yet exported (SPEC §14 lists them): dropped bytes per stream,
+//! Planned, not yet exported: dropped bytes per stream,
 //! redactions, zombies, request durations.
 
 use std::sync::atomic::AtomicU64;
@@ -214,7 +214,7 @@ pub fn output_bytes(stderr: bool, n: usize) {
 }
 
 /// `n` file bytes were committed by an upload (`download: false`) or sent
-/// by a download (SPEC §13).
+/// by a download.
 pub fn transfer_bytes(download: bool, n: u64) {
     METRICS.transfer_bytes[usize::from(download)].inc_by(n);
 }
@@ -245,7 +245,7 @@ pub fn job_started() {
 }
 
 /// A job reached a terminal state: `success`, `error`, `signal`,
-/// `timeout`, `start_error`; `cause` (SPEC §16) is a label only when known.
+/// `timeout`, `start_error`; `cause` (why it ended) is a label only when known.
 pub fn job_finished(outcome: &'static str, cause: Option<&'static str>) {
     let mut labels = vec![("outcome", outcome)];
     if let Some(cause) = cause {
@@ -268,7 +268,7 @@ pub fn request(transport: &'static str, method: &'static str, outcome: &'static 
 }
 
 /// A live MCP Task moved from status `from` (`None`: it was created) to
-/// `to` (`None`: it was removed) (SPEC §19).
+/// `to` (`None`: it was removed).
 pub fn task_moved(from: Option<&'static str>, to: Option<&'static str>) {
     if let Some(from) = from {
         METRICS.tasks.get_or_create(&vec![("status", from)]).dec();
@@ -285,7 +285,7 @@ pub struct Snapshot {
     pub running: usize,
     /// Jobs queued.
     pub queued: usize,
-    /// Running jobs blocked reading their input (SPEC §20.1).
+    /// Running jobs blocked reading their input.
     pub awaiting_input: usize,
     /// `MCP_EXEC_MAX_RUNNING`.
     pub capacity: usize,

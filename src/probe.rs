@@ -1,4 +1,4 @@
-//! `mcp-exec health URL` (SPEC §15), the probe *client*: a health check for
+//! `mcp-exec health URL` (docs/http.md), the probe *client*: a health check for
 //! exec probes and image `HEALTHCHECK`s in images without curl. Exit 0 when
 //! `URL` answers `200`, 1 otherwise (why on stderr), 2 for a malformed URL.
 //! The endpoints it probes (`/healthz`, `/livez`) are served by the HTTP

@@ -1,5 +1,5 @@
-//! Random identifiers from the kernel: task ids (SPEC §19) and HTTP
-//! session ids (SPEC §11) are 128 bits of `getrandom`, never derived from a
+//! Random identifiers from the kernel: task ids and HTTP session ids
+//! are 128 bits of `getrandom`, never derived from a
 //! counter. Owns nothing else; it names no other module of the crate.
 
 /// 128 random bits from the kernel's `getrandom`; `None` (logged) if the

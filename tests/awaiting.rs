@@ -1,5 +1,6 @@
-//! Awaiting input (SPEC §20.1): `wait` until `{"input": true}`, and
-//! `awaiting_input: true` in `status` and `list_jobs`, on every target.
+//! Awaiting input (docs/tools.md, "Awaiting input"): `wait` until
+//! `{"input": true}`, and `awaiting_input: true` in `status` and
+//! `list_jobs`, on every target.
 //!
 //! The negatives are the known false positives of every other tool: a
 //! sleeping job, a TCP connect that is never answered, a shell waiting on
@@ -34,7 +35,7 @@ fn wait_input(s: &mut Server, id: &str, timeout: f64) -> Value {
     )
 }
 
-/// How a job runs: on pipes, or on a terminal (SPEC §20).
+/// How a job runs: on pipes, or on a terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum On {
     Pipes,

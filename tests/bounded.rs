@@ -1,5 +1,5 @@
-//! Bounded execution (SPEC §12, with the wire details the lead fixed where
-//! §12 is silent): `argv`, deadlines, yielding, the admission queue, labels
+//! Bounded execution (docs/tools.md, "Bounded execution"), down to the wire
+//! details: `argv`, deadlines, yielding, the admission queue, labels
 //! and timing, per-job output windows, the circuit breaker, `wait` until a
 //! pattern or silence, idle deadlines, revision gating of all of it, and
 //! which settings stop the server.
@@ -84,7 +84,7 @@ fn wait_one(s: &mut Server, id: &str) -> Value {
 /// Starts a job that runs until [`release`]: the one that takes the only
 /// running slot in the queue tests. It is returned once it waits for its
 /// input, so that `status` and `list_jobs` show it as `awaiting_input`
-/// whatever the timing (SPEC §20.1).
+/// whatever the timing.
 fn blocker(s: &mut Server) -> String {
     let r = s.call("execute", json!({"command": "read x", "nowait": true}));
     let id = r["job_id"].as_str().expect("job_id").to_owned();
@@ -283,7 +283,7 @@ fn scratch_argv_runs_busybox_and_its_applets() {
 }
 
 // ---------------------------------------------------------------------------
-// Deadlines (§12.1)
+// Deadlines
 // ---------------------------------------------------------------------------
 
 fn a_job_past_its_timeout_is_terminated_and_reports_timed_out(t: Target) {
@@ -396,7 +396,7 @@ fn a_queued_jobs_deadline_starts_when_it_starts_running(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Yielding (§12.2)
+// Yielding
 // ---------------------------------------------------------------------------
 
 fn a_blocking_execute_yields_after_mcp_exec_yield_after_and_wait_collects_the_job_once(t: Target) {
@@ -460,7 +460,7 @@ fn a_yielded_job_keeps_its_deadline(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Concurrency limit and admission queue (§12.3)
+// Concurrency limit and admission queue
 // ---------------------------------------------------------------------------
 
 fn a_job_over_max_running_is_queued_for_capacity_in_nowait_status_and_list_jobs(t: Target) {
@@ -696,7 +696,7 @@ fn wait_waits_through_the_queue(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Labels and timing (§12.4)
+// Labels and timing
 // ---------------------------------------------------------------------------
 
 fn a_label_is_echoed_in_nowait_status_list_jobs_and_the_result(t: Target) {
@@ -898,7 +898,7 @@ fn max_output_bytes_outside_1_to_the_limit_is_refused_with_the_limit_in_the_text
 }
 
 // ---------------------------------------------------------------------------
-// Circuit breaker (§12.7)
+// Circuit breaker
 // ---------------------------------------------------------------------------
 
 fn consecutive_spawn_failures_for_lack_of_descriptors_trip_the_breaker_until_the_cooldown(
@@ -978,7 +978,7 @@ fn consecutive_spawn_failures_for_lack_of_descriptors_trip_the_breaker_until_the
 }
 
 // ---------------------------------------------------------------------------
-// wait until (§12.9)
+// wait until
 // ---------------------------------------------------------------------------
 
 /// Polls `output` until the job has written `bytes` bytes to `stream`.
@@ -1149,7 +1149,7 @@ fn wait_until_with_an_invalid_regex_is_invalid_arguments_naming_pattern(t: Targe
 }
 
 // ---------------------------------------------------------------------------
-// idle_timeout (§12.9)
+// idle_timeout
 // ---------------------------------------------------------------------------
 
 fn a_job_silent_for_its_idle_timeout_is_ended_with_cause_idle_timeout(t: Target) {

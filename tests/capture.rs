@@ -1,4 +1,4 @@
-//! Output capture end to end (SPEC §5): capture policies, the sliding
+//! Output capture end to end: capture policies, the sliding
 //! window, `tail`, `from`/`length`, UTF-8 alignment, binary data.
 //!
 //! Expected bytes are computed here from the same deterministic recipe the
@@ -39,7 +39,7 @@ fn seq(n: usize) -> String {
     (1..=n).map(|i| format!("{i}\n")).collect()
 }
 
-/// SPEC §5.1 sanitising: each maximal run of invalid bytes becomes one U+FFFD.
+/// Sanitising as the server does it: each maximal run of invalid bytes becomes one U+FFFD.
 fn sanitize(mut bytes: &[u8]) -> String {
     let mut out = String::new();
     let mut in_invalid_run = false;
@@ -206,7 +206,7 @@ fn a_2_kib_window_keeps_the_exact_suffix_and_counts_what_it_dropped(t: Target) {
     let id = finished_job(&mut s, "seq 1 1000; printf small >&2");
     assert_eq!(stdout(&mut s, &id, json!("all")), all, "output all");
     // A from read starting 45 bytes inside the dropped head starts at the oldest retained
-    // byte, and its length counts from there (SPEC §4.8a).
+    // byte, and its length counts from there.
     assert_eq!(
         stdout(&mut s, &id, json!({"from": dropped - 45, "length": 100})),
         json!({"data": &content[dropped..dropped + 100], "offset": dropped, "bytes": 100, "total_bytes": total, "truncated": true, "dropped_bytes": 45})
@@ -277,7 +277,7 @@ fn three_mib_through_the_default_window_keep_the_last_mib_and_page_back_byte_for
 
     // Pages of 256 KiB, the first starting 1000 bytes inside the dropped head
     // (it starts at the oldest retained byte and its length counts from
-    // there, SPEC §4.8a), each continuing at offset + bytes, rebuild the window.
+    // there), each continuing at offset + bytes, rebuild the window.
     let id = finished_job(&mut s, command);
     let page = 256 * 1024;
     let mut rebuilt = String::new();
@@ -380,7 +380,7 @@ fn utf8_alignment_never_splits_a_character_unless_unaligned(t: Target) {
     let id = finished_job(&mut s, r"printf 'h\303\251llo\342\206\222'");
     let slice = |data: &str, offset: u64, bytes: u64| json!({"data": data, "offset": offset, "bytes": bytes, "total_bytes": 9});
     for (spec, expected) in [
-        // The SPEC §5.1 examples.
+        // From 2, from 7, a 2-byte prefix, an unaligned 3-byte read.
         (json!({"from": 2}), slice("éllo→", 1, 8)),
         (json!({"from": 7}), slice("→", 6, 3)),
         (json!({"from": 0, "length": 2}), slice("hé", 0, 3)),

@@ -1,5 +1,5 @@
-//! The details of the reference implementation that clients can observe
-//! (SPEC §4.8a), one test per bullet, on every target.
+//! The details of the reference implementation that clients can observe,
+//! one test per detail, on every target.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -1,8 +1,8 @@
-//! Container-level behaviour of both images (issue 4, item 5; SPEC §2.2,
-//! §2.5, §7): `podman stop` and `podman kill --signal TERM` run the jobs'
-//! TERM traps and the container exits 0 within the grace; a burst of
-//! orphans leaves no zombie (seen through `podman exec`, from inside the
-//! container); a closed stdin ends the container promptly with exit code 0.
+//! Container-level behaviour of both images (issue 4, item 5):
+//! `podman stop` and `podman kill --signal TERM` run the jobs' TERM traps
+//! and the container exits 0 within the grace; a burst of orphans leaves no
+//! zombie (seen through `podman exec`, from inside the container); a closed
+//! stdin ends the container promptly with exit code 0.
 //!
 //! Each test runs for the scratch image (mcp-exec is PID 1) and the tini
 //! image (tini is PID 1, mcp-exec its subreaping child).
@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::support::{Server, TIMEOUT, Target, wait_for};
 
-/// The shutdown grace the containers run with (SPEC §6 default).
+/// The shutdown grace the containers run with (`MCP_EXEC_SHUTDOWN_GRACE`'s default).
 const GRACE: Duration = Duration::from_secs(3);
 /// Slack on top of the grace: podman's own start/stop work on a loaded
 /// machine.

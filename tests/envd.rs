@@ -1,4 +1,4 @@
-//! E2B envd (SPEC §21): the official `e2b` Python SDK (pinned in
+//! E2B envd (docs/envd.md): the official `e2b` Python SDK (pinned in
 //! interop/e2b/requirements.txt), in its local debug mode, against the
 //! server's `--envd` listener on every target. interop/e2b/envd_client.py
 //! runs one scenario per call and prints what it observed; each test here

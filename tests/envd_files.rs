@@ -1,4 +1,4 @@
-//! envd's files half (SPEC §21) driven by the official `e2b` Python SDK
+//! envd's files half (docs/envd.md) driven by the official `e2b` Python SDK
 //! (pinned in interop/e2b/requirements.txt, its own venv) in debug mode:
 //! interop/e2b/fs_suite.py runs `files.write` (str, bytes, file-like,
 //! iterable, `write_files`), `read` (text, bytes, stream, missing),
@@ -156,9 +156,10 @@ fn run_script(t: Target, python: &str, envd: &Envd, args: &[&str]) -> Vec<String
         .collect()
 }
 
-/// SPEC §12.5 through envd: with `MCP_EXEC_ALLOWED_CWDS` set, every files
-/// call outside it (write both ways, read, list, stat, mkdir, remove, a
-/// rename out, a watch) is refused naming the policy, and inside works.
+/// The working-directory policy through envd: with `MCP_EXEC_ALLOWED_CWDS`
+/// set, every files call outside it (write both ways, read, list, stat,
+/// mkdir, remove, a rename out, a watch) is refused naming the policy, and
+/// inside works.
 fn every_files_call_outside_the_allowed_directories_is_refused(t: Target) {
     let Some(python) = python() else { return };
     let dir = std::env::temp_dir().join(fresh("policy"));

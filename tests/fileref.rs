@@ -1,4 +1,4 @@
-//! ChatGPT file references on `upload` (SPEC §22): the server fetches a
+//! ChatGPT file references on `upload` (docs/files.md): the server fetches a
 //! `file` — `{download_url, file_id, …}` or a bare URL — over HTTPS into the
 //! same atomic commit as every upload, on every target.
 //!

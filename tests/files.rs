@@ -1,4 +1,4 @@
-//! File transfer over MCP (SPEC §13.1): `upload` and `download` end to end
+//! File transfer over MCP (docs/files.md): `upload` and `download` end to end
 //! on every target — round trips, the atomic commit (nothing left behind on
 //! a mismatch or `ENOSPC`, never a torn file), idempotent retries,
 //! `overwrite`, `mkdirs`, modes, FIFOs, paging, the size limit, the cwd

@@ -53,16 +53,16 @@ use serde_json::{Value, json};
 use crate::raw::RawServer;
 use crate::support::{TIMEOUT, Target, tool_json};
 
-/// The legacy revisions with a transcript, in the order of SPEC §3: they run
+/// The legacy revisions with a transcript, oldest first: they run
 /// the same script.
 const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
-/// The 2026-07-28 transcripts (SPEC §19): a script of their own, since that
+/// The 2026-07-28 transcripts: a script of their own, since that
 /// revision has no `initialize` and every request carries `_meta`; one over
 /// stdio, one over HTTP (see [`http_transcript`]).
 const MODERN: [&str; 2] = ["2026-07-28.txt", "2026-07-28.http.txt"];
 
-/// The Tasks transcripts, one per wire format (SPEC §19).
+/// The Tasks transcripts, one per wire format (docs/tasks.md).
 const TASKS: [&str; 2] = ["tasks-2025-11-25.txt", "tasks-2026-07-28.txt"];
 
 fn golden_dir() -> PathBuf {

@@ -1,6 +1,6 @@
-//! `mcp-exec health URL` (SPEC §15) against a real Python `http.server`, a
-//! closed port, a listener that never answers, and a one-shot server in the
-//! test that checks the bearer token.
+//! `mcp-exec health URL` (docs/http.md, "Health checks") against a real
+//! Python `http.server`, a closed port, a listener that never answers, and
+//! a one-shot server in the test that checks the bearer token.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

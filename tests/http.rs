@@ -1,4 +1,4 @@
-//! Streamable HTTP (SPEC §11) and the operations endpoints (§14) end to end:
+//! Streamable HTTP and the operations endpoints (health, metrics) end to end:
 //! a small HTTP/1.1 client over `std::net::TcpStream`, a timeout on every
 //! read, against the binary started with `--http 127.0.0.1:0` (it prints
 //! the port it bound on stderr). The bare and PID-1 targets share the host's
@@ -14,19 +14,19 @@ use serde_json::{Value, json};
 use crate::support::http::{Reply, parse, request};
 use crate::support::{LATEST, Server, TIMEOUT, Target, tool_json, wait_for};
 
-/// `POST /exec`: streaming execution (SPEC §11.2).
+/// `POST /exec`: streaming execution.
 mod exec;
 
-/// `/files`: streamed file transfer and the file API (SPEC §13.2).
+/// `/files`: streamed file transfer and the file API.
 mod files;
 
-/// `GET /files/<dir>?watch`: a directory's changes as SSE (SPEC §22).
+/// `GET /files/<dir>?watch`: a directory's changes as SSE.
 mod watch;
 
-/// `GET /jobs/<id>/tty`: terminal attach over a WebSocket, with the Python `websockets` client (SPEC §20).
+/// `GET /jobs/<id>/tty`: terminal attach over a WebSocket, with the Python `websockets` client.
 mod tty;
 
-/// Ports and previews (SPEC §22): `GET /ports`, `ports` fields, `wait` until a port, the `/ports/<n>/` proxy.
+/// Ports and previews: `GET /ports`, `ports` fields, `wait` until a port, the `/ports/<n>/` proxy.
 mod ports;
 
 /// Abuse on loopback: wrong tokens, slow clients, oversize bodies, garbage sessions.
@@ -35,7 +35,7 @@ mod abuse;
 /// Issue 20: a token-less connection flood, stalled transfers, the smaller guards.
 mod hardening;
 
-/// MCP 2026-07-28 (SPEC §19): a closed stream cancels, progress over SSE, the token.
+/// MCP 2026-07-28: a closed stream cancels, progress over SSE, the token.
 mod era;
 
 /// Sends one request (`Connection: close`) and reads the whole response.
@@ -799,7 +799,7 @@ fn the_token_never_reaches_a_job(t: Target) {
 // ---------------------------------------------------------------------------
 
 /// `mcp-exec --http ADDR -- CMD`: MCP is served over HTTP while CMD runs as
-/// the main process, and the server exits with CMD's status (SPEC §10).
+/// the main process, and the server exits with CMD's status.
 fn init_mode_with_http_serves_mcp_while_the_main_command_runs_and_exits_with_its_code(t: Target) {
     let marker = format!("/tmp/mcp-exec-initmode-http-{}", std::process::id());
     let _ = std::fs::remove_file(&marker);

@@ -1,5 +1,5 @@
-//! Per-job identity and limits, and why a job ended (SPEC §16), end to end
-//! on every target where they apply: `user` (the images ship `nobody`,
+//! Per-job identity and limits, and why a job ended (docs/security.md), end
+//! to end on every target where they apply: `user` (the images ship `nobody`,
 //! 65534, and a `users` group it belongs to), `limits` as the kernel shows
 //! them in `/proc/self/limits` and enforces them, `MCP_EXEC_JOB_LIMITS` as
 //! defaults and maxima, and `cause` for each way a job can end that the

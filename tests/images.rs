@@ -1,8 +1,8 @@
-//! What a job finds besides a shell (SPEC §7, issue 9): the usual process
-//! tools, on every target. The offline images carry Debian's busybox-static,
-//! which has no `pgrep` or `pkill` applet; they get procps' instead
-//! (images/build-offline.sh), and these tests keep them at parity with the
-//! host and the registry images.
+//! What a job finds besides a shell (docs/images.md, issue 9): the usual
+//! process tools, on every target. The offline images carry Debian's
+//! busybox-static, which has no `pgrep` or `pkill` applet; they get procps'
+//! instead (images/build-offline.sh), and these tests keep them at parity
+//! with the host and the registry images.
 //!
 //! The job to find is a `sleep` whose duration is unique to the test
 //! (`sleep 300.<test pid><n>`); the tools are given an extended regex with

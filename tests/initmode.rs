@@ -1,4 +1,4 @@
-//! Init mode (SPEC §10) side by side with tini: every case runs the same
+//! Init mode (docs/pid1.md) side by side with tini: every case runs the same
 //! command under `mcp-exec --` and under `tini --` (Debian's `tini-static`),
 //! both bare (tini with `-s`, as mcp-exec makes itself a subreaper) and as a
 //! real PID 1 under `unshare --pid --fork --mount-proc`, and asserts that
@@ -287,7 +287,7 @@ fn the_command_leads_its_own_process_group(place: Place) {
     );
 }
 
-/// SPEC §11: the token is for mcp-exec only (tini passes everything on).
+/// The HTTP token is for mcp-exec only, never the command's (tini passes everything on).
 fn the_http_token_does_not_reach_the_command(place: Place) {
     let out = run_with(
         place,

@@ -1,4 +1,4 @@
-//! The Kubernetes deployment (SPEC §15) on one machine, no cluster:
+//! The Kubernetes deployment (docs/kubernetes.md) on one machine, no cluster:
 //!
 //! - the shipped manifests in `deploy/kubernetes/` validate against the
 //!   Kubernetes schemas (`scripts/validate-k8s.sh`, pinned

@@ -1,6 +1,5 @@
 //! Kill, cancellation, progress, shutdown, exactly-once races, concurrency,
-//! orphans and bad input (SPEC §2.4–§2.5, §3, §4.7, §4.8, §5.3, §9), on
-//! every target.
+//! orphans and bad input, on every target.
 //!
 //! Processes are observed from inside the target, through an `execute` that
 //! reads `/proc`, so one test works on the host, in a PID namespace and in a
@@ -216,7 +215,7 @@ fn ping_works(s: &mut Server) {
 }
 
 // ---------------------------------------------------------------------------
-// kill (SPEC §4.7, §2.4)
+// kill
 // ---------------------------------------------------------------------------
 
 fn kill_with_term_ends_the_job_and_delivers_its_result(t: Target) {
@@ -501,7 +500,7 @@ fn kill_after_the_job_was_killed_from_outside_reports_already_terminated(t: Targ
 }
 
 // ---------------------------------------------------------------------------
-// list_jobs (SPEC §4.8)
+// list_jobs
 // ---------------------------------------------------------------------------
 
 fn list_jobs_lists_jobs_oldest_first_and_drops_delivered_ones(t: Target) {
@@ -541,7 +540,7 @@ fn list_jobs_lists_jobs_oldest_first_and_drops_delivered_ones(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Cancellation (SPEC §3)
+// Cancellation
 // ---------------------------------------------------------------------------
 
 fn cancelling_a_blocking_execute_answers_32800_and_leaves_no_process_of_it(t: Target) {
@@ -700,7 +699,7 @@ fn unknown_late_double_and_type_mismatched_cancels_are_ignored(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Progress (SPEC §3)
+// Progress
 // ---------------------------------------------------------------------------
 
 const FAST_PROGRESS: (&str, &str) = ("MCP_EXEC_PROGRESS_INTERVAL", "0.2");
@@ -805,7 +804,7 @@ fn no_progress_is_sent_without_a_progress_token(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Shutdown (SPEC §2.5)
+// Shutdown
 // ---------------------------------------------------------------------------
 
 fn eof_answers_every_in_flight_request_with_32800_and_exits_0_within_the_grace(t: Target) {
@@ -863,8 +862,7 @@ fn shutdown_on_signal(t: Target, signal: &str) {
     );
 }
 
-/// The signals mcp-exec forwards to every running job's process group
-/// (SPEC §2.2).
+/// The signals mcp-exec forwards to every running job's process group.
 pub const FORWARDED: [&str; 5] = ["HUP", "USR1", "USR2", "WINCH", "CONT"];
 
 /// Starts two jobs that trap every forwarded signal, then for each signal
@@ -953,7 +951,7 @@ fn signals_to_the_server_pid_are_forwarded_to_the_jobs(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Concurrency and exactly-once (SPEC §3, §9)
+// Concurrency and exactly-once
 // ---------------------------------------------------------------------------
 
 fn a_blocking_call_does_not_delay_ping_or_other_calls(t: Target) {
@@ -1086,7 +1084,7 @@ fn three_hundred_concurrent_jobs_report_their_exact_exit_codes(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Orphans (SPEC §2.1, §9)
+// Orphans
 // ---------------------------------------------------------------------------
 
 fn a_burst_of_100_orphaned_background_processes_leaves_no_zombie(t: Target) {
@@ -1139,7 +1137,7 @@ fn a_burst_of_100_orphaned_background_processes_leaves_no_zombie(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// No fixed delay (SPEC §5.3)
+// No fixed delay: a job is terminal when its direct child exits
 // ---------------------------------------------------------------------------
 
 fn a_blocking_execute_returns_when_the_child_exits_although_a_descendant_keeps_writing(t: Target) {
@@ -1310,7 +1308,8 @@ crate::parity!(
     wrong_argument_types_get_errors_and_the_server_keeps_serving,
 );
 
-/// Signals sent to the server's host pid (SPEC §2.2, §2.5). The container
+/// Signals sent to the server's host pid: TERM, INT and QUIT shut it down
+/// gracefully, HUP, USR1, USR2, WINCH and CONT reach every job. The container
 /// targets get theirs through podman (tests/containers.rs).
 mod server_signals {
     use super::*;

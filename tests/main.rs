@@ -35,7 +35,7 @@ mod raw;
 /// Shutdown when the client goes: EOF grace, EPIPE, whole lines at exit, bounded memory.
 mod shutdown;
 
-/// The reference's observable details (SPEC §4.8a), bullet by bullet.
+/// The reference's observable details, one by one.
 mod compat;
 
 /// Golden transcripts of the wire format per protocol revision (tests/golden/).
@@ -44,13 +44,13 @@ mod golden;
 /// The process tools a job finds in every target (pgrep, pkill).
 mod images;
 
-/// Awaiting input (SPEC §20.1): `wait` until input, `awaiting_input`, no false positives.
+/// Awaiting input: `wait` until input, `awaiting_input`, no false positives.
 mod awaiting;
 
-/// Bounded execution (SPEC §12): argv, deadlines, yielding, the queue, labels, breaker, wait until.
+/// Bounded execution: argv, deadlines, yielding, the queue, labels, breaker, wait until.
 mod bounded;
 
-/// The cwd policy and secret redaction (SPEC §12.5, §12.6) end to end.
+/// The cwd policy and secret redaction (docs/security.md) end to end.
 mod policy;
 
 /// Init mode (`mcp-exec -- CMD`) side by side with tini, bare and as PID 1.
@@ -59,52 +59,52 @@ mod initmode;
 /// `mcp-exec health URL` against real HTTP servers and closed ports.
 mod health;
 
-/// E2B envd (SPEC §21): the e2b Python SDK against `--envd` on every target, and raw Connect.
+/// E2B envd: the e2b Python SDK against `--envd` on every target, and raw Connect.
 mod envd;
 
-/// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics (SPEC §11, §14).
+/// Streamable HTTP, sessions over HTTP, its guards and bounds; health and metrics.
 mod http;
 
-/// File transfer over MCP (SPEC §13.1): upload and download on every target.
+/// File transfer over MCP: upload and download on every target.
 mod files;
 
-/// ChatGPT file references on `upload` (SPEC §22): an HTTPS fetch from a local server with a test CA.
+/// ChatGPT file references on `upload`: an HTTPS fetch from a local server with a test CA.
 mod fileref;
 
-/// Per-job user, groups and limits; the OOM ordering; why a job ended (SPEC §16).
+/// Per-job user, groups and limits; the OOM ordering; why a job ended.
 mod identity;
 
 /// Fault injection: resources running out, hostile jobs, misbehaving clients.
 mod faults;
 
-/// The Kubernetes manifests: schema validation, and the Pod under `podman kube play` (SPEC §15).
+/// The Kubernetes manifests: schema validation, and the Pod under `podman kube play`.
 mod kube;
 
-/// Shell sessions (SPEC §17): what carries between jobs and what does not, lanes, the tool.
+/// Shell sessions: what carries between jobs and what does not, lanes, the tool.
 mod sessions;
 
-/// mcp-exec as a stdio server over `ssh -T` through a real OpenSSH server (SPEC §22).
+/// mcp-exec as a stdio server over `ssh -T` through a real OpenSSH server.
 mod ssh;
 
-/// MCP Tasks, 2025-11-25 format (SPEC §19): create, poll, result, list, cancel, owned jobs, TTL.
+/// MCP Tasks, 2025-11-25 format: create, poll, result, list, cancel, owned jobs, TTL.
 mod tasks;
 
 /// What a person is told: bad flags, bad settings, fatal errors, tokens, `--help` (issue 19 §7).
 mod messages;
 
-/// The sandboxd gRPC front-end (SPEC §21) driven by the agent-sandbox SDK and grpcio.
+/// The sandboxd gRPC front-end driven by the agent-sandbox SDK and grpcio.
 #[cfg(feature = "sandboxd")]
 mod sandboxd;
 
-/// Terminal jobs (SPEC §20): a PTY, its output stream, TERM and size, resize, C-d, session kill.
+/// Terminal jobs: a PTY, its output stream, TERM and size, resize, C-d, session kill.
 mod terminal;
 
 /// Interactive programs on a terminal job through `screen` and `keys` (issue 21 item 6).
 mod terminal_programs;
 
-/// envd's filesystem half (SPEC §21) through the official e2b Python SDK.
+/// envd's filesystem half through the official e2b Python SDK.
 mod envd_files;
 /// Every listener on one floor: the identity rule without a token, a flood on any listener.
 mod listeners;
-/// sandboxd's REST API (SPEC §21): wire shapes, the root, auth, the shared port, the official SDK.
+/// sandboxd's REST API: wire shapes, the root, auth, the shared port, the official SDK.
 mod sandboxd_rest;

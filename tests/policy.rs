@@ -1,6 +1,6 @@
-//! The two policies of SPEC §12 that guard what a job may touch and what
-//! the client may see: the working-directory policy (§12.5) and secret
-//! redaction (§12.6), end to end on every target.
+//! The two policies that guard what a job may touch and what the client
+//! may see: the working-directory policy and secret redaction
+//! (docs/security.md), end to end on every target.
 //!
 //! The allowed roots must exist when the server starts: on the host
 //! targets a fresh directory under `/tmp` and `/var/tmp`; in the containers
@@ -36,7 +36,7 @@ fn finish(s: &mut Server, id: &str) {
 }
 
 // ---------------------------------------------------------------------------
-// Working-directory policy (§12.5)
+// Working-directory policy
 // ---------------------------------------------------------------------------
 
 /// Two allowed roots and the `MCP_EXEC_ALLOWED_CWDS` value naming them.
@@ -179,7 +179,7 @@ fn without_mcp_exec_allowed_cwds_any_cwd_is_allowed(t: Target) {
 }
 
 // ---------------------------------------------------------------------------
-// Secret redaction (§12.6)
+// Secret redaction
 // ---------------------------------------------------------------------------
 
 const AWS_KEY_ID: &str = "AKIAIOSFODNN7EXAMPLE";

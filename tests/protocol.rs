@@ -1,4 +1,4 @@
-//! JSON-RPC framing and the MCP methods of SPEC §3: initialize and version
+//! JSON-RPC framing and the MCP methods over stdio: initialize and version
 //! negotiation, ping, tools/list, the error codes, ids, notifications.
 //!
 //! Framing does not depend on where the server runs, so these tests use the

@@ -1,4 +1,4 @@
-//! The sandboxd gRPC front-end (`--sandboxd-grpc`, SPEC §21, docs/sandboxd.md)
+//! The sandboxd gRPC front-end (`--sandboxd-grpc`, docs/sandboxd.md)
 //! driven by real clients: the official agent-sandbox SDK (`k8s-agent-sandbox`,
 //! `commands.run` through its `Sandbox` with a stand-in K8sHelper) and a
 //! `grpcio` client of the SDK's own stubs, both pinned in

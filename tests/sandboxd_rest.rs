@@ -1,4 +1,4 @@
-//! sandboxd's REST API (`--sandboxd-rest`, SPEC §21) end to end over real
+//! sandboxd's REST API (`--sandboxd-rest`, docs/sandboxd.md) end to end over real
 //! HTTP on loopback: the wire shapes and status codes of agent-sandbox's
 //! `filesystem.yaml`, the root and its traversal refusals, the auth rule,
 //! the shared port with the MCP listener, and the official SDK

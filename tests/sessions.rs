@@ -1,9 +1,9 @@
-//! Shell sessions (SPEC §17) end to end: what carries from one job of a
-//! session to the next (cwd, exported variables, unsets), what does not
-//! (killed and timed-out jobs, `argv` jobs, other sessions), the serial
-//! lane and its `queued_for`, the state descriptor that no descendant
-//! holds, the `shell_sessions` tool, revision gating, and a session shared
-//! by a stdio and an HTTP client.
+//! Shell sessions (docs/tools.md, "Shell sessions") end to end: what
+//! carries from one job of a session to the next (cwd, exported variables,
+//! unsets), what does not (killed and timed-out jobs, `argv` jobs, other
+//! sessions), the serial lane and its `queued_for`, the state descriptor
+//! that no descendant holds, the `shell_sessions` tool, revision gating,
+//! and a session shared by a stdio and an HTTP client.
 //!
 //! The carry-over scenarios run under every POSIX shell the target has:
 //! dash, bash and busybox ash on the host (bare, PID 1), busybox `/bin/sh`

@@ -1,8 +1,7 @@
-//! Shutdown when the client goes (issue 9 §5; SPEC §2.5, §3): stdin EOF
-//! gives calls in flight the shutdown grace to finish, a closed stdout
-//! (EPIPE) shuts the server down at once, every response is written whole
-//! before exit, and a client that does not read cannot make the server
-//! grow without bound.
+//! Shutdown when the client goes (issue 9 §5): stdin EOF gives calls in
+//! flight the shutdown grace to finish, a closed stdout (EPIPE) shuts the
+//! server down at once, every response is written whole before exit, and a
+//! client that does not read cannot make the server grow without bound.
 //!
 //! Processes are recognised from the host's `/proc` by a **marker**: a
 //! `sleep` whose duration is unique to the test (`sleep 60.<test pid><n>`);
@@ -85,7 +84,7 @@ fn assert_print_a_response(line: &[u8], bytes: usize) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// stdin EOF (SPEC §2.5 step 1, §3)
+// stdin EOF: calls in flight get the shutdown grace
 // ---------------------------------------------------------------------------
 
 fn at_eof_calls_in_flight_finish_within_the_grace_and_the_rest_get_32800_after_it(t: Target) {
@@ -169,7 +168,7 @@ fn the_readme_example_piped_without_a_sleep_prints_the_execute_result(t: Target)
 }
 
 // ---------------------------------------------------------------------------
-// stdout closed by the client (SPEC §2.5, §3: EPIPE)
+// stdout closed by the client (EPIPE): shutdown at once
 // ---------------------------------------------------------------------------
 
 fn when_the_client_closes_stdout_the_server_shuts_down_at_once_and_its_jobs_end(t: Target) {
@@ -231,7 +230,7 @@ fn when_the_client_closes_stdout_the_server_shuts_down_at_once_and_its_jobs_end(
 }
 
 // ---------------------------------------------------------------------------
-// Whole lines and bounded memory (SPEC §1 "bounded buffers", §2.5 step 1)
+// Whole lines and bounded memory
 // ---------------------------------------------------------------------------
 
 /// Responses of the whole-lines test and their stdout size.

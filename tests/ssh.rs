@@ -1,4 +1,4 @@
-//! mcp-exec on a remote host over SSH (SPEC §22): `ssh -T host mcp-exec` is a
+//! mcp-exec on a remote host over SSH: `ssh -T host mcp-exec` is a
 //! stdio MCP server there. A real OpenSSH server (Debian's `openssh-server`)
 //! on a loopback port, with a throwaway host key, client key, authorized
 //! keys and known-hosts file, and the official Python SDK's stdio client

@@ -1,4 +1,4 @@
-//! MCP Tasks, 2025-11-25 format (SEP-1686; SPEC §19) end to end: the
+//! MCP Tasks, 2025-11-25 format (SEP-1686; docs/tasks.md) end to end: the
 //! capability and `execute`'s `execution` field, a task-augmented
 //! `execute` answered at once, `tasks/get`, `tasks/result` (blocking, then
 //! identical on every call), `tasks/list`, `tasks/cancel` (cancelled before

@@ -1,9 +1,9 @@
-//! Terminal jobs (SPEC §20) end to end: a job on a pseudo-terminal
-//! (`execute {tty: true}`), its one output stream with absolute offsets and
-//! windows, `TERM` and the window size, `resize` (the size `stty` reads,
-//! SIGWINCH), `keys`, `close` as `C-d`, `kill` reaching the job's whole
-//! session, the `screen` tool on running and ended jobs and in the
-//! delivered result, the errors, and revision gating.
+//! Terminal jobs (docs/tools.md, "Terminal jobs") end to end: a job on a
+//! pseudo-terminal (`execute {tty: true}`), its one output stream with
+//! absolute offsets and windows, `TERM` and the window size, `resize` (the
+//! size `stty` reads, SIGWINCH), `keys`, `close` as `C-d`, `kill` reaching
+//! the job's whole session, the `screen` tool on running and ended jobs and
+//! in the delivered result, the errors, and revision gating.
 //!
 //! Every wait is `wait … until` a pattern in the job's output: no fixed
 //! sleep anywhere.

@@ -1,8 +1,8 @@
-//! Real interactive programs on a terminal job, driven as an agent drives them (issue 21 item 6,
-//! SPEC §20): `input` with `keys` and `resize`, the `screen` tool read back. A REPL keeps its
-//! state; `vi` edits a file and reports the alternate screen; `top` draws its header; a
-//! password typed to `read -s` never reaches the screen; `git add -p` takes an answer; `stty
-//! size` follows `resize`; `C-c` interrupts a foreground `sleep`.
+//! Real interactive programs on a terminal job, driven as an agent drives them (issue 21 item 6):
+//! `input` with `keys` and `resize`, the `screen` tool read back. A REPL keeps its state; `vi`
+//! edits a file and reports the alternate screen; `top` draws its header; a password typed to
+//! `read -s` never reaches the screen; `git add -p` takes an answer; `stty size` follows `resize`;
+//! `C-c` interrupts a foreground `sleep`.
 //!
 //! The images have busybox `vi`, `top` and `sh` (the tini image also `bash`); `python3` and
 //! `git` are the host's only, so those tests run on `bare` and `pid1`.

@@ -1,4 +1,4 @@
-//! Each tool's result shape, defaults and error texts (SPEC §4), on every
+//! Each tool's result shape, defaults and error texts (docs/tools.md), on every
 //! target; argument validation on the bare binary.
 //!
 //! Jobs that must stay running block on `read` from their stdin, which the

@@ -1,5 +1,5 @@
-//! The bounded-execution scenarios of issue 10 (SPEC §12): many idle jobs,
-//! deadline precision, the admission queue, and the cost of redaction.
+//! The bounded-execution scenarios of issue 10: many idle jobs, deadline
+//! precision, the admission queue, and the cost of redaction.
 //!
 //! Each scenario starts servers of its own, because each needs settings the
 //! shared server of the other scenarios must not have (a raised descriptor
@@ -24,7 +24,7 @@ use crate::stats::Samples;
 pub const MANY_JOBS_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Descriptors an idle job holds in the server: the read ends of its
-/// stdout and stderr pipes (SPEC §12.8 counts three; the jobs here are
+/// stdout and stderr pipes (a job holds three pipe ends; the jobs here are
 /// started with `close_stdin`, as a `sleep` reads nothing, so the third is
 /// closed at once and more of them fit under a given limit).
 const FDS_PER_JOB: u64 = 2;

@@ -498,8 +498,8 @@ impl Server {
         })
     }
 
-    /// Closes stdin (graceful shutdown, SPEC §2.5) and waits up to `timeout`
-    /// for a clean exit; the server is killed (by `Drop`) if it does not.
+    /// Closes stdin (a graceful shutdown) and waits up to `timeout` for a clean
+    /// exit; the server is killed (by `Drop`) if it does not.
     pub fn shutdown(mut self, timeout: Duration) -> Result<(), Error> {
         drop(self.stdin.take());
         let deadline = Instant::now() + timeout;

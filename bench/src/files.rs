@@ -1,4 +1,4 @@
-//! The file-transfer scenarios of issue 12 (SPEC §13):
+//! The file-transfer scenarios of issue 12:
 //!
 //! - [`http`] (issue 26): `PUT` and `GET` of one large file (1 GiB; 16 MiB
 //!   in a smoke run) on loopback through `/files/…` (`http_files`) and

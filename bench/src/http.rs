@@ -1,5 +1,5 @@
-//! The Streamable HTTP scenarios of issue 11 (SPEC §11), over the
-//! keep-alive client of [`crate::http_client`]:
+//! The Streamable HTTP scenarios of issue 11, over the keep-alive client of
+//! [`crate::http_client`]:
 //!
 //! - [`rtt`]: a blocking `execute true` over HTTP against the same call over
 //!   stdio, to the same server, interleaved call by call (the order

@@ -1,5 +1,5 @@
 //! A hand-written HTTP/1.1 keep-alive client for the Streamable HTTP
-//! transport (SPEC §11), and the server launched with it.
+//! transport (docs/http.md), and the server launched with it.
 //!
 //! One [`Conn`] is one TCP connection (`TCP_NODELAY`, a read and write
 //! timeout on every socket operation instead of the stdio client's
@@ -283,7 +283,7 @@ impl Conn {
         Ok((sent.elapsed(), response))
     }
 
-    /// `DELETE /mcp` of this connection's session (SPEC §11); its status.
+    /// `DELETE /mcp` of this connection's session; its status.
     pub fn delete_session(&mut self) -> Result<u16, Error> {
         let session = self.session.take().unwrap_or_default();
         let auth = self.auth.clone();

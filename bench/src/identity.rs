@@ -1,5 +1,5 @@
-//! The per-job set-up path of issue 14 (SPEC §16): what `user` and `limits`
-//! cost a job's start, and that the path without them did not get slower.
+//! The per-job set-up path of issue 14: what `user` and `limits` cost a job's
+//! start, and that the path without them did not get slower.
 //!
 //! Every job starts through the same `clone(CLONE_VM | CLONE_VFORK)` child;
 //! a job with `user` and `limits` has the server look the user up in

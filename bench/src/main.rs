@@ -894,10 +894,10 @@ fn http_skipped(
     notes.insert(format!("{key}_skipped"), json!(NO_HTTP));
 }
 
-/// The Streamable HTTP scenarios of issue 11 (SPEC §11), each with a server
-/// of its own (`--http`). HTTP needs revision 2025-03-26 or later, so they
-/// negotiate 2025-06-18 when `--protocol` is older. Against a server built
-/// without the transport they are reported skipped.
+/// The Streamable HTTP scenarios of issue 11, each with a server of its own
+/// (`--http`). HTTP needs revision 2025-03-26 or later, so they negotiate
+/// 2025-06-18 when `--protocol` is older. Against a server built without
+/// the transport they are reported skipped.
 fn http_figures(
     o: &Options,
     plan: &Plan,
@@ -1067,10 +1067,10 @@ fn http_figures(
     Ok(())
 }
 
-/// The scenarios of issue 10 (SPEC §12), each with servers of its own; run
-/// after the shared server has been measured and shut down, the idle jobs
-/// last. `deadline` and `queue` need Part II inputs, so they negotiate
-/// 2025-06-18 when `--protocol` is older.
+/// The scenarios of issue 10, each with servers of its own; run after the
+/// shared server has been measured and shut down, the idle jobs last.
+/// `deadline` and `queue` need Part II inputs, so they negotiate 2025-06-18
+/// when `--protocol` is older.
 fn bounded_figures(
     o: &Options,
     plan: &Plan,

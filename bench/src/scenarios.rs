@@ -257,10 +257,10 @@ pub fn rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
     Ok(out)
 }
 
-/// Blocking `execute` of `true` in a shell session (SPEC §17: the wrapped
-/// command, its epilogue, the state pipe and its parsing) against the same
-/// without one, interleaved in one server. A server without sessions
-/// ignores `shell_session`, so against one the ratio is about 1.
+/// Blocking `execute` of `true` in a shell session (the wrapped command,
+/// its epilogue, the state pipe and its parsing) against the same without
+/// one, interleaved in one server. A server without sessions ignores
+/// `shell_session`, so against one the ratio is about 1.
 pub fn session_rtt(server: &mut Server, runs: usize) -> Result<Paired, Error> {
     let mut out = Paired::default();
     for _ in 0..runs {
@@ -722,7 +722,7 @@ pub fn kernel() -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// The per-request `_meta` of a 2026-07-28 request (SPEC §19).
+/// The per-request `_meta` of a 2026-07-28 request.
 fn modern_meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
            "io.modelcontextprotocol/clientCapabilities": {},

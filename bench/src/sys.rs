@@ -9,7 +9,7 @@
 //!   its CPU-time clock, in nanoseconds; `/proc/<pid>/stat` only has 10 ms
 //!   ticks, far too coarse for a few µs per request.
 //! - [`set_nofile_before_exec`]: a server's descriptor limit, set in its
-//!   child before `exec` (the server never changes its own, SPEC §12.8).
+//!   child before `exec` (the server never changes its own).
 #![expect(
     unsafe_code,
     reason = "the baseline is the bare libc call; std has no per-process CPU clock or rlimit hook"

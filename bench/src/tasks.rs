@@ -1,6 +1,6 @@
-//! The MCP Tasks scenario (issue 25 figures, SPEC §19): `tasks/get` server
-//! time, what a live task costs above its job, and `tasks/cancel`'s answer
-//! and verified kill.
+//! The MCP Tasks scenario (issue 25 figures): `tasks/get` server time, what
+//! a live task costs above its job, and `tasks/cancel`'s answer and
+//! verified kill.
 //!
 //! Each part starts a 2025-11-25 server of its own and closes it before the
 //! next. Every answer is checked (statuses, that the job died), timings are

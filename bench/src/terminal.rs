@@ -1,6 +1,6 @@
-//! Terminal jobs (issue 21, SPEC §20): the `screen` tool's server time, the memory of an idle
-//! PTY job with 1,000 lines of scrollback, keystroke-to-screen latency, and `yes` through a PTY
-//! against a bare PTY reader.
+//! Terminal jobs (issue 21): the `screen` tool's server time, the memory of an idle PTY job with
+//! 1,000 lines of scrollback, keystroke-to-screen latency, and `yes` through a PTY against a bare
+//! PTY reader.
 //!
 //! Every wait is on an event the server reports (`wait … until` a pattern) or on the screen
 //! itself (polling `screen` until it shows what was typed): no fixed sleep.

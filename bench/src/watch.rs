@@ -1,4 +1,4 @@
-//! The file-watch scenario of issue 23 (SPEC §22): `GET /files/<dir>?watch&recursive`
+//! The file-watch scenario of issue 23: `GET /files/<dir>?watch&recursive`
 //! on loopback, read by a thread that stamps each event as it arrives.
 //!
 //! - **Latency**: a file is created (opened, written, closed) and the clock

@@ -182,7 +182,7 @@ impl Init {
         }
     }
 
-    /// [`Init::escalate`] for a terminal job (SPEC §20), whose child leads
+    /// [`Init::escalate`] for a terminal job, whose child leads
     /// session `sid` as well as group `sid`: every step signals group `sid`
     /// and every other group of the session found when the escalation
     /// starts (the jobs of a job-control shell, `bash -i`, each in a group

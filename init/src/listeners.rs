@@ -1,5 +1,5 @@
 //! Listening TCP sockets and the processes holding them, from `/proc`
-//! (SPEC §22: ports).
+//! (the ports of `GET /ports` and of jobs).
 //!
 //! One look, on demand ([`listening`]): the sockets in state `LISTEN` of
 //! this process's network namespace (the container's), asked of the kernel

@@ -1,4 +1,4 @@
-//! Pseudo-terminals for terminal jobs (SPEC §20): allocation, the window
+//! Pseudo-terminals for terminal jobs: allocation, the window
 //! size, and the identity of a job's terminal.
 //!
 //! A terminal is allocated with rustix's safe `pty` functions: `/dev/ptmx`

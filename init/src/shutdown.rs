@@ -1,4 +1,4 @@
-//! The graceful-shutdown sequence (SPEC §2.5), bounded in time.
+//! The graceful-shutdown sequence, bounded in time.
 //!
 //! Owns no state: it runs on the caller's task, over the groups the caller
 //! names plus every child still registered with the reaper.

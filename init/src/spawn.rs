@@ -9,8 +9,8 @@
 //! (see `Origin`); the working directory [`Cwd`] says (the
 //! server's, a path, or an open directory descriptor); the server's
 //! environment with `env` layered on top; and the [`Setup`] it asks for
-//! (user and groups, resource limits, `oom_score_adj`, SPEC §16).
-//! A terminal job ([`Init::spawn_terminal`], SPEC §20) gets a new session
+//! (user and groups, resource limits, `oom_score_adj`).
+//! A terminal job ([`Init::spawn_terminal`]) gets a new session
 //! instead of a new group, and a pseudo-terminal's slave as its stdin,
 //! stdout, stderr and controlling terminal instead of the pipes.
 //!
@@ -176,16 +176,15 @@ impl SpawnSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Extras<'a> {
     /// A descriptor the child gets at this number, inherited (the one
-    /// exception to "no other descriptor": a shell session's state pipe,
-    /// SPEC §17). Whoever passes it makes sure the child's own children do
-    /// not keep it.
+    /// exception to "no other descriptor": a shell session's state pipe).
+    /// Whoever passes it makes sure the child's own children do not keep it.
     pub fd: Option<(BorrowedFd<'a>, i32)>,
     /// `SpawnSpec::env` is the whole environment: the server's is not
     /// layered under it.
     pub complete_env: bool,
 }
 
-/// What a job's child sets up for itself before `exec` (SPEC §16): never
+/// What a job's child sets up for itself before `exec`: never
 /// applied to a child that already runs, so the job's first instruction
 /// already runs with them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -288,7 +287,7 @@ pub struct Spawned {
     pub exit: PendingExit,
 }
 
-/// A started terminal job (SPEC §20), from [`Init::spawn_terminal`].
+/// A started terminal job, from [`Init::spawn_terminal`].
 #[derive(Debug)]
 pub struct SpawnedTerminal {
     /// Its pid, which is also its process-group id and its session id.
@@ -409,7 +408,7 @@ pub fn errno_text(e: &io::Error) -> String {
 }
 
 /// Variables of the server's environment that no job ever gets: the HTTP
-/// bearer token and where it is (SPEC §11). Withheld here, where every
+/// bearer token and where it is. Withheld here, where every
 /// job's environment is built, rather than removed from the process
 /// environment: `remove_var` is unsafe once threads exist, and would not
 /// hide it anyway — `/proc/<server>/environ` shows the environment the
@@ -501,7 +500,7 @@ impl Init {
         })
     }
 
-    /// Starts a terminal job (SPEC §20): a new pseudo-terminal of `size`
+    /// Starts a terminal job: a new pseudo-terminal of `size`
     /// ([`crate::pty::open`]) whose slave is the child's stdin, stdout,
     /// stderr and controlling terminal, the child a session leader
     /// (`setsid`: its session id and process-group id are its pid, so a

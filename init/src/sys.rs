@@ -119,7 +119,7 @@ pub(crate) struct SpawnArgs<'a> {
     /// inherits ours (init mode's main command).
     pub(crate) stdio: Option<[BorrowedFd<'a>; 3]>,
     /// One more descriptor placed at a fixed number in the child, after
-    /// `stdio` (a job's shell-session state pipe, SPEC §17).
+    /// `stdio` (a job's shell-session state pipe).
     pub(crate) extra_fd: Option<(BorrowedFd<'a>, i32)>,
     /// A terminal whose foreground process group becomes the child's new
     /// group (`addtcsetpgrp_np`, glibc 2.35), as tini does for its child.

@@ -630,7 +630,7 @@ fn as_pid_1_sigterm_from_outside_runs_the_jobs_term_trap_and_exits_within_the_gr
 }
 
 // ---------------------------------------------------------------------------
-// Init::escalate: TERM → wait → KILL with observed death (SPEC §2.4, §4.7)
+// Init::escalate: TERM → wait → KILL with observed death
 // ---------------------------------------------------------------------------
 
 /// Runs an escalation scenario of the probe (not PID 1) and checks it ran.

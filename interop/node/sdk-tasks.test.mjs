@@ -1,4 +1,4 @@
-// mcp-exec's 2025-11-25 Tasks (SEP-1686, SPEC §19) driven by the TypeScript SDK
+// mcp-exec's 2025-11-25 Tasks (SEP-1686, docs/tasks.md) driven by the TypeScript SDK
 // 1.32.2's experimental client (`client.experimental.tasks`): create (callToolStream
 // with a task), poll (getTask), result (getTaskResult), list, cancel; over stdio
 // and over Streamable HTTP with a token.

@@ -27,7 +27,7 @@ let client;
 let negotiated;
 
 // The tool's structuredContent, checked against the text block: the text is the
-// SPEC §4 JSON in every revision, so for `wait` it is the bare array that
+// tool's JSON (docs/tools.md) in every revision, so for `wait` it is the bare array that
 // structuredContent (an object, as MCP requires) carries under `results`.
 function payload(result) {
   assert.equal(result.isError, false, JSON.stringify(result));
@@ -61,7 +61,7 @@ test('initialize negotiates the SDK latest revision, 2025-11-25', () => {
   assert.equal(LATEST_PROTOCOL_VERSION, '2025-11-25');
   assert.equal(negotiated, '2025-11-25');
   assert.equal(client.getServerVersion()?.name, 'mcp-exec');
-  // Tasks (SPEC §19): a 2025-11-25 session over stdio can list its tasks (one requestor).
+  // Tasks (docs/tasks.md): a 2025-11-25 session over stdio can list its tasks (one requestor).
   assert.deepEqual(client.getServerCapabilities(), {
     tools: {},
     tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
@@ -132,7 +132,7 @@ test('kill terminates a running job and reports the verified death', async () =>
   assert.deepEqual(listed.jobs, []);
 });
 
-// SPEC §13.1: the JSON as the text block (and structured content), the bytes
+// `download`: the JSON as the text block (and structured content), the bytes
 // as an embedded resource the SDK's own schemas accept: a base64 blob for
 // binary, text for UTF-8.
 test('download returns an embedded resource the SDK schemas parse', async () => {

@@ -1,4 +1,4 @@
-"""mcp-exec's 2025-11-25 Tasks (SEP-1686, SPEC §19) driven by the last 1.x release of
+"""mcp-exec's 2025-11-25 Tasks (SEP-1686, docs/tasks.md) driven by the last 1.x release of
 the official Python SDK (PyPI `mcp`, pinned in requirements.txt here; interop/python pins
 2.x, which dropped the experimental Tasks client): `session.experimental.call_tool_as_task`,
 `get_task`, `get_task_result`, `list_tasks`, `cancel_task`, over stdio and over Streamable

@@ -1,4 +1,4 @@
-"""mcp-exec as a stdio MCP server on a remote host over `ssh -T` (SPEC §22),
+"""mcp-exec as a stdio MCP server on a remote host over `ssh -T`,
 driven by the official Python MCP SDK's stdio client, for tests/ssh.rs.
 
 Usage: ssh_client.py '<the ssh command line as a JSON array>' <marker>

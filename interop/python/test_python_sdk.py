@@ -41,7 +41,7 @@ DESTRUCTIVE = {"execute", "input", "kill", "upload", "shell_sessions"}
 
 def payload(result: types.CallToolResult) -> dict:
     """The tool's `structuredContent`, checked against the text block: the text
-    is the SPEC §4 JSON in every revision, so for `wait` it is the bare array
+    is the tool's JSON (docs/tools.md) in every revision, so for `wait` it is the bare array
     that `structuredContent` (an object, as MCP requires) carries under `results`."""
     assert result.is_error is False, result
     assert len(result.content) == 1 and isinstance(result.content[0], types.TextContent)
@@ -59,7 +59,7 @@ async def client(request: pytest.FixtureRequest):
 
 
 async def test_default_mode_discovers_2026_07_28_and_never_initializes(tap: Tap) -> None:
-    """SPEC §19: the probe finds the modern server, so the SDK stays modern: no
+    """The probe (`server/discover`) finds the modern server, so the SDK stays modern: no
     fallback to `initialize`, and every request carries its own `_meta`."""
     async with Client(server_params(tap), mode="auto") as c:
         assert c.protocol_version == MODERN
@@ -112,7 +112,7 @@ async def test_list_tools_gives_titles_annotations_and_output_schemas(client: Cl
 
 
 async def test_upload_declares_its_chatgpt_file_param_in_the_tool_meta(client: Client) -> None:
-    """SPEC §22: ChatGPT replaces the inputs named in `_meta["openai/fileParams"]`
+    """ChatGPT replaces the inputs named in `_meta["openai/fileParams"]`
     with a file reference; the SDK's Tool type carries `_meta` through."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     upload = tools["upload"]
@@ -136,7 +136,7 @@ async def test_blocking_execute_reports_progress_while_the_job_runs(client: Clie
     assert job["stdout"]["data"] == "done\n"
     assert len(progress) >= 2, progress
     assert [p[0] for p in progress] == list(range(1, len(progress) + 1))
-    # From 2025-03-26 on the message names the job (SPEC §11); 2024-11-05 keeps
+    # From 2025-03-26 on the message names the job; 2024-11-05 keeps
     # Part I's fixed "command still running".
     assert all(p[2] == f"{job['job_id']} still running" for p in progress), progress
 
@@ -159,12 +159,12 @@ async def test_argument_errors_are_error_results_not_protocol_errors(client: Cli
     result = await client.call_tool("execute", {"command": "  "})
     assert result.is_error is True
     assert result.structured_content is None
-    # Part II (2025-03-26 on) accepts `argv` too, and says so (SPEC §12).
+    # Part II (2025-03-26 on) accepts `argv` too, and says so.
     assert result.content[0].text == '"command" or "argv" is required'
 
 
 async def test_download_returns_an_embedded_resource_in_the_sdk_types(client: Client, tmp_path: Path) -> None:
-    """SPEC §13.1: the JSON as the text block (and structured content), the
+    """`download`: the JSON as the text block (and structured content), the
     bytes as an embedded resource: a base64 blob for binary, text for UTF-8."""
     data = bytes(range(256))
     binary = tmp_path / "all.bin"

@@ -136,7 +136,7 @@ async def test_initialize_opens_a_session_and_every_request_carries_it_and_the_t
 async def test_default_mode_speaks_2026_07_28_statelessly_with_the_token_and_routing_headers(
     server: HttpServer,
 ) -> None:
-    """SPEC §19: the SDK's `server/discover` probe is answered (no 400, no
+    """The SDK's `server/discover` probe is answered (no 400, no
     fallback), then every request is its own: no `initialize`, no GET stream, no
     `Mcp-Session-Id`, the token, `MCP-Protocol-Version`, `Mcp-Method` and (for
     `tools/call`) `Mcp-Name` on each."""
@@ -207,7 +207,7 @@ async def test_nowait_then_wait_round_trip(client: tuple[Client, Wire]) -> None:
 async def test_a_job_started_by_one_client_is_collected_by_another_in_either_era(
     server: HttpServer, first_mode: str, second_mode: str
 ) -> None:
-    """The jobs are the same jobs in both eras (SPEC §19): a job started in one
+    """The jobs are the same jobs in both eras: a job started in one
     HTTP session, or by a stateless 2026-07-28 request, is waited for by the other."""
     first, second = Wire(), Wire()
     async with connect(server, first, first_mode) as c:
@@ -224,7 +224,7 @@ async def test_a_2026_07_28_call_whose_stream_the_sdk_closes_is_cancelled_and_it
 ) -> None:
     """2026-07-28 Streamable HTTP: a closed response stream IS the cancellation,
     and no notifications/cancelled is sent; a blocking `execute` cancelled that way
-    tears its job down (SPEC §19)."""
+    tears its job down."""
     from test_python_sdk import _alive, _children_of, _processes_with
 
     marker = f"interop-http-abandoned-{time.monotonic_ns()}"

@@ -1,4 +1,4 @@
-"""Clients of mcp-exec's sandboxd gRPC front-end (`--sandboxd-grpc`, SPEC §21),
+"""Clients of mcp-exec's sandboxd gRPC front-end (`--sandboxd-grpc`, docs/sandboxd.md),
 run from interop/sandboxd/.venv by tests/sandboxd.rs and bench/sandboxd.sh.
 
 Each mode prints one JSON line with what it saw; the Rust tests assert on it

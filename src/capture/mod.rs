@@ -1,9 +1,10 @@
-//! Output capture (SPEC §5): the per-stream sliding window, the stream specs that read it,
-//! and the capture policy that picks which streams a terminal result carries.
+//! Output capture (docs/tools.md, "Output capture"): the per-stream sliding window, the
+//! stream specs that read it, and the capture policy that picks which streams a terminal
+//! result carries.
 //!
 //! This module owns no shared state and does no I/O: the job that owns a stream owns its
 //! [`Window`] and pushes what its pipe yields; readers call [`Window::slice_with`] with a
-//! [`StreamSpec`] and get a [`slice::Slice`], which is the wire form of SPEC §5.1.
+//! [`StreamSpec`] and get a [`slice::Slice`], which is the wire form of a read.
 //!
 //! Invariants kept here, relied on by callers:
 //! - offsets (`offset`, `bytes`, `total_bytes`, `dropped_bytes`) always count raw bytes of the
@@ -13,7 +14,7 @@
 //!   valid UTF-8 character, except for `unaligned` reads;
 //! - pagination is loss-free while the window still holds the bytes: the next read starts at
 //!   `offset + bytes`;
-//! - redaction (SPEC §12.6) is a policy this module does not know: a read may be given a
+//! - redaction is a policy this module does not know: a read may be given a
 //!   [`Redact`] hook, which sees the slice's bytes with context and returns its `data`; it
 //!   never moves the range;
 //! - a read of a stream that is still being written ([`Window::slice_live`]) ends before the

@@ -1,4 +1,4 @@
-//! The hook through which a read masks secrets (SPEC §12.6), without capture knowing what a
+//! The hook through which a read masks secrets, without capture knowing what a
 //! secret is.
 //!
 //! Capture owns the bytes and the offsets; the policy that decides what to mask implements
@@ -30,7 +30,7 @@ use std::ops::Range;
 use super::utf8::char_around;
 use super::window::Window;
 
-/// Bytes of context offered on each side of a slice (SPEC §12.6: "up to 4 KiB").
+/// Bytes of context offered on each side of a slice (docs/security.md: "up to 4 KiB").
 pub const CONTEXT: usize = 4 << 10;
 
 /// The most context a side can grow to through [`Redact::wants_wider`]. Private-key blocks

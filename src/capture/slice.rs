@@ -1,4 +1,4 @@
-//! Reading a [`Window`] with a [`StreamSpec`]: the semantics of SPEC §5.1, and the wire form
+//! Reading a [`Window`] with a [`StreamSpec`]: the semantics of a stream spec, and the wire form
 //! of the result ([`Slice`]).
 //!
 //! Every read computes a raw byte range `[start, end)` inside the retained window first and
@@ -35,7 +35,7 @@ pub struct Slice {
     /// exactly when `truncated`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropped_bytes: Option<u64>,
-    /// How many secrets were masked in `data` (SPEC §12.6); present only when at least one
+    /// How many secrets were masked in `data`; present only when at least one
     /// was, so a read without redaction, or without matches, is exactly what it was before
     /// redaction existed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,7 +61,7 @@ impl Window {
 
     /// Reads the window as `spec` asks (as `slice` does), with `data` passed through `redact`
     /// when one is given: the range read is the same, only `data` changes and `redacted` counts
-    /// the matches (SPEC §12.6).
+    /// the matches.
     pub fn slice_with(&self, spec: &StreamSpec, redact: Option<&dyn Redact>) -> Option<Slice> {
         self.slice_upto(spec, redact, self.total())
     }
@@ -131,8 +131,8 @@ impl Window {
     }
 
     /// A read that starts inside the dropped head starts at the oldest retained byte instead,
-    /// and its `length` counts from there (SPEC §4.8a): `dropped_bytes` is how far the start
-    /// moved, `oldest - from`.
+    /// and its `length` counts from there, as the reference does: `dropped_bytes` is how far
+    /// the start moved, `oldest - from`.
     fn read_from(&self, from: u64, length: Option<u64>, unaligned: bool) -> RawRange {
         let (oldest, total) = (self.oldest(), self.total());
         if from >= total {
@@ -493,7 +493,8 @@ mod tests {
 
     #[test]
     fn the_spec_example_of_a_read_inside_the_dropped_head_holds() {
-        // SPEC §4.8a: the first 740 bytes dropped; {"from":0,"length":50} gives 740..790.
+        // The reference's example: the first 740 bytes dropped; {"from":0,"length":50} gives
+        // 740..790.
         let stream: Vec<u8> = (0..1740u32).map(|i| b'a' + (i % 26) as u8).collect();
         let w = window(1000, &[&stream]);
         let slice = read(&w, from(0, Some(50)));

@@ -1,19 +1,19 @@
-//! The JSON forms of SPEC §5.1 (stream specs) and §5.2 (capture policy), parsed into types
+//! The JSON forms of stream specs and of the capture policy, parsed into types
 //! that cannot hold a malformed request.
 //!
 //! Parsing is strict about shape (unknown fields and wrong types are errors, so a typo is
-//! reported instead of silently capturing something else) and lenient about values the spec
+//! reported instead of silently capturing something else) and lenient about values the protocol
 //! defines away: negative `from`/`length` count as 0, integral floats such as `10.0` are
 //! accepted because some clients emit every number as a float, and an object with `tail`
 //! reads by `tail` whatever else it holds (`from`, `length` and `unaligned` are then ignored,
-//! unread, as the reference does: SPEC §4.8a).
+//! unread, as the reference does).
 //! Every error's text contains "invalid"; the server wraps it as `invalid arguments: …`.
 
 use std::fmt;
 
 use serde_json::{Map, Value};
 
-/// What to read from one stream (SPEC §5.1).
+/// What to read from one stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamSpec {
     /// Omit the stream (`"none"`, `null`, `""`).
@@ -138,7 +138,7 @@ fn integer(v: &Value) -> Option<i128> {
     (f.is_finite() && f.fract() == 0.0).then_some(f as i128)
 }
 
-/// `from` / `length`: negative counts as 0 (SPEC §5.1), huge saturates.
+/// `from` / `length`: negative counts as 0, huge saturates.
 fn byte_count(name: &str, v: &Value) -> Result<u64, SpecError> {
     let n = integer(v).ok_or_else(|| {
         SpecError::new(format!(
@@ -149,8 +149,8 @@ fn byte_count(name: &str, v: &Value) -> Result<u64, SpecError> {
     Ok(u64::try_from(n.max(0)).unwrap_or(u64::MAX))
 }
 
-/// `tail`: an integer; a negative count is 0 lines, like a negative `from`/`length` (SPEC
-/// §4.8a: the reference reads it so).
+/// `tail`: an integer; a negative count is 0 lines, like a negative `from`/`length` (as the
+/// reference reads it).
 fn line_count(v: &Value) -> Result<u64, SpecError> {
     match integer(v) {
         Some(n) => Ok(u64::try_from(n.max(0)).unwrap_or(u64::MAX)),
@@ -231,7 +231,7 @@ impl StreamPair {
     }
 }
 
-/// The capture policy of SPEC §5.2: which streams a terminal result carries.
+/// The capture policy: which streams a terminal result carries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapturePolicy {
     /// Applied when the job succeeded (exit code 0, no signal, no start error).
@@ -251,7 +251,7 @@ impl Default for CapturePolicy {
 }
 
 impl CapturePolicy {
-    /// A terminal job's default (SPEC §20): its one stream, `stdout`, on
+    /// A terminal job's default: its one stream, `stdout`, on
     /// both sides, since its diagnostics are on the terminal too.
     pub fn terminal() -> Self {
         let stdout = StreamPair::new(StreamSpec::All, StreamSpec::None);

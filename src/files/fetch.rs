@@ -1,4 +1,4 @@
-//! `upload`'s third source (SPEC §22, ChatGPT file references): the bytes
+//! `upload`'s third source (ChatGPT file references, docs/files.md): the bytes
 //! behind an `https://` URL, fetched by the server and streamed into the
 //! same atomic commit and SHA-256 as every other upload ([`super::commit`]).
 //!

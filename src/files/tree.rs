@@ -1,4 +1,4 @@
-//! The file API over HTTP (SPEC §13.2): listing, `stat`, `mkdir`, delete
+//! The file API over HTTP (docs/files.md): listing, `stat`, `mkdir`, delete
 //! and move, each through descriptors from a [`Place`].
 //!
 //! Entries are `{name, type: file|dir|symlink|other, size, mode: "0644",

@@ -1,5 +1,5 @@
-//! Watching a directory for changes (SPEC §22, "File watch"): inotify over
-//! a directory resolved under the working-directory policy (§12.5),
+//! Watching a directory for changes (docs/http.md, `GET /files/<dir>?watch`):
+//! inotify over a directory resolved under the working-directory policy,
 //! optionally recursive, coalesced, bounded, and ended when dropped. The
 //! HTTP `GET /files/<dir>?watch` stream and envd's `WatchDir` are thin
 //! layers over [`Watch`].

@@ -75,7 +75,7 @@ fn check_read(window: &Window, max: usize, all: &[u8], spec: &StreamSpec) {
     );
 }
 
-/// SPEC §5.1 on the whole stream: `[start, end)` and `dropped_bytes`.
+/// The slice rules applied to the whole stream: `[start, end)` and `dropped_bytes`.
 fn naive_read(max: usize, all: &[u8], spec: &StreamSpec) -> (u64, u64, Option<u64>) {
     let total = all.len() as u64;
     let oldest = total.saturating_sub(max as u64);

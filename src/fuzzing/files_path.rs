@@ -1,5 +1,5 @@
 //! Fuzz target `files_path` (`fuzz/fuzz_targets/files_path.rs`): the
-//! `/files/<abs path>` path parser (files::path, SPEC §13.2). What it checks,
+//! `/files/<abs path>` path parser (files::path). What it checks,
 //! and how it reads its input: [`files_path`](fn@files_path).
 
 /// `files_path`: the input is the raw path of a `/files/…` URL (or a

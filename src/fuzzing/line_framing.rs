@@ -29,7 +29,7 @@ pub fn line_framing(data: &[u8]) {
     assert_eq!(got, naive_lines(max, stream));
 }
 
-/// Lines as SPEC §3 frames them: split on `\n`; a line longer than `max`
+/// Lines as stdio framing cuts them: split on `\n`; a line longer than `max`
 /// (counting a trailing `\r`) is reported by length; otherwise one trailing
 /// `\r` goes and blank lines are skipped.
 fn naive_lines(max: usize, stream: &[u8]) -> Vec<Line> {

@@ -1,4 +1,4 @@
-//! `attach_writer`: the one attached terminal writer of a job (SPEC §20).
+//! `attach_writer`: the one attached terminal writer of a job.
 //!
 //! A human attaches to a job's terminal (`GET /jobs/<id>/tty`) to read its
 //! output and type into it. Two people typing into one terminal interleave
@@ -13,7 +13,7 @@
 //! The lease is a rule between attached terminals, not a lock on stdin:
 //! MCP `input` and `POST /exec` still write through [`Jobs::write_stdin`].
 //! It never takes the job's result (attaching observes; the owner set at
-//! launch delivers, SPEC Part III).
+//! launch delivers it).
 //!
 //! # Invariants
 //! - The lease lives in the job (`Job::writer`), changed only under the

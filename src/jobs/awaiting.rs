@@ -1,5 +1,6 @@
-//! Awaiting input (SPEC §20.1): whether a running job is blocked reading
-//! its own stdin (a pipe job) or its own terminal (a PTY job).
+//! Awaiting input (docs/tools.md, "Awaiting input"): whether a running
+//! job is blocked reading its own stdin (a pipe job) or its own terminal
+//! (a PTY job).
 //!
 //! # What it is
 //! A look at `/proc`, on demand: for every process of the job (its process

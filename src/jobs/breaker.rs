@@ -1,4 +1,4 @@
-//! The circuit breaker for spawn failures (SPEC §12.7).
+//! The circuit breaker for spawn failures (docs/tools.md, "Bounded execution").
 //!
 //! `failures` consecutive spawn failures for lack of resources (`EAGAIN`,
 //! `ENOMEM`, `EMFILE`, `ENFILE`: the machine, the container or the server's

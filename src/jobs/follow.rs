@@ -1,4 +1,4 @@
-//! `follow`: a job's life as a stream of events (SPEC §11.2, §18), for a
+//! `follow`: a job's life as a stream of events, for a
 //! front-end that owns a stream (`POST /exec`, sandboxd, envd), through
 //! [`Jobs::stream`].
 //!
@@ -297,7 +297,7 @@ pub struct RawFollow<'a> {
 impl Jobs {
     /// Follows job `id`'s stdout from byte `from`, as raw bytes in chunks of
     /// at most `chunk`, for a front-end that observes a job it does not own
-    /// (terminal attach, SPEC §20): it never takes the result; its last event
+    /// (terminal attach): it never takes the result; its last event
     /// says how the job ended and who holds the result (`fields` say which
     /// fields show). Nothing is skipped silently: bytes the window no longer
     /// holds are a [`RawEvent::Gap`]; a `from` past what the job wrote so far

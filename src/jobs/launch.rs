@@ -1,4 +1,4 @@
-//! `launch`: how a job comes to run (SPEC §4.2, §12, §16, §17, §18).
+//! `launch`: how a job comes to run.
 //!
 //! One recipe for every front-end: the cwd policy, the shell session, the
 //! queue, the breaker, the spawn and the runner. Its answer is typed: a
@@ -30,7 +30,7 @@ use super::{JobId, Jobs, Owner, Pending, Shared};
 use crate::capture::CapturePolicy;
 use crate::policy::cwd::Refusal;
 
-/// Resolves a requested working directory under the cwd policy (SPEC §12.5):
+/// Resolves a requested working directory under the cwd policy:
 /// a job's `cwd` at launch (`None`: the default), a shell session's when a
 /// job of it starts.
 pub type CwdResolver = Box<dyn Fn(Option<&str>) -> Result<init::Cwd, Refusal> + Send + Sync>;
@@ -44,17 +44,17 @@ pub struct Launch {
     pub cwd: Option<String>,
     /// Variables layered over the server's environment.
     pub env: Vec<(OsString, OsString)>,
-    /// Its user, groups and limits (SPEC §16).
+    /// Its user, groups and limits.
     pub setup: Setup,
     /// Written to stdin once it runs.
     pub stdin: Option<Vec<u8>>,
     /// Close stdin after writing.
     pub close_stdin: bool,
-    /// Its deadline, counted from when it starts (SPEC §12.1).
+    /// Its deadline, counted from when it starts.
     pub timeout: Option<Duration>,
-    /// End it when it writes nothing for this long (SPEC §12.9).
+    /// End it when it writes nothing for this long.
     pub idle_timeout: Option<Duration>,
-    /// The shell session to run in (SPEC §17).
+    /// The shell session to run in.
     pub shell_session: Option<String>,
     /// What its terminal result carries.
     pub capture: CapturePolicy,
@@ -64,7 +64,7 @@ pub struct Launch {
     pub window: usize,
     /// Who receives its result.
     pub owner: Owner,
-    /// Run it on a terminal of this size instead of pipes (SPEC §20).
+    /// Run it on a terminal of this size instead of pipes.
     pub tty: Option<init::WindowSize>,
 }
 
@@ -99,13 +99,13 @@ pub enum Launched {
 /// Why a job was not launched.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    /// The cwd policy refuses its `cwd` (SPEC §12.5).
+    /// The cwd policy refuses its `cwd`.
     #[error("{0}")]
     CwdRefused(String),
-    /// Its shell session belongs to another user (SPEC §17).
+    /// Its shell session belongs to another user.
     #[error(transparent)]
     ShellSession(#[from] Refused),
-    /// The queue is full (SPEC §12.3).
+    /// The queue is full.
     #[error("the job queue is full ({running} running, {queued} queued)")]
     QueueFull {
         /// Jobs running.
@@ -113,7 +113,7 @@ pub enum LaunchError {
         /// Jobs queued.
         queued: usize,
     },
-    /// The circuit breaker refuses jobs now (SPEC §12.7). `ended` is the
+    /// The circuit breaker refuses jobs now. `ended` is the
     /// job as a terminal start error, out of the table, for a front-end that
     /// delivers it as a result.
     #[error("{refusal}")]
@@ -376,7 +376,7 @@ impl Shared {
         if spec.setup.oom_score_adj.is_none() {
             spec.setup.oom_score_adj = self.oom_score_adj;
         }
-        // Read before the spawn: a rise after it is the job's (SPEC §16).
+        // Read before the spawn: a rise after it is the job's.
         let oom_kills = self.oom.as_ref().and_then(super::oom::OomCounter::read);
         let cpu_seconds = spec
             .setup
@@ -452,7 +452,7 @@ impl Shared {
 
     /// A job of a shell session starts with the shell session's cwd (unless
     /// it gave its own) and environment, and a `command` job with the
-    /// epilogue and its state pipe (SPEC §17). Sets `run` before anything
+    /// epilogue and its state pipe. Sets `run` before anything
     /// can fail, so the failure path ends the job's turn in the lane.
     fn enter_shell_session(
         &self,
@@ -492,8 +492,8 @@ impl Shared {
         Ok((state_pipe, complete_env))
     }
 
-    /// Spawns the job behind the breaker (SPEC §12.7), on pipes or on a
-    /// terminal of size `terminal` (SPEC §20).
+    /// Spawns the job behind the breaker, on pipes or on a
+    /// terminal of size `terminal`.
     fn spawn(
         &self,
         id: JobId,

@@ -1,4 +1,4 @@
-//! Jobs: the one job lifecycle, as verbs (SPEC §18).
+//! Jobs: the one job lifecycle, as verbs (docs/ARCHITECTURE.md, "The verbs of `jobs`").
 //!
 //! [`Jobs`] is the one service every front-end calls — the MCP tools,
 //! `POST /exec`, and later Tasks, terminal attach and the platform
@@ -14,7 +14,7 @@
 //! | [`Jobs::deliver`] | claim a terminal result (exactly once) | here |
 //! | [`Jobs::status`], [`Jobs::status_with_input`], [`Jobs::read`], [`Jobs::list`], [`Jobs::find`] | look, never remove | here |
 //! | [`Jobs::awaiting_input`] | running jobs blocked reading their input (the gauge) | [`awaiting`] |
-//! | [`Jobs::ports`] | listening TCP sockets, attributed to jobs (SPEC §22) | [`ports`] |
+//! | [`Jobs::ports`] | listening TCP sockets, attributed to jobs | [`ports`] |
 //! | [`Jobs::wait_any`] | until a listed job ends, prints a pattern, goes quiet, awaits input or listens on a port | [`mod@wait`] |
 //! | [`Jobs::follow`] | a job's events: queued, started, output, exit | [`follow`] |
 //! | [`Jobs::stream`] | a followed job to one client: events, keep-alives, its deadline, and the client-gone policy ([`ClientGone`]: tear down or retain) | [`stream`] |
@@ -23,11 +23,11 @@
 //! | [`Jobs::write_stdin`] | the one stdin writer | [`stdin`] |
 //! | [`Jobs::signal`] | verified kill, ASSURED | [`signal`] |
 //! | [`Jobs::teardown`], [`Jobs::shutdown`] | end one job, end them all | here |
-//! | [`Jobs::is_tty`], [`Jobs::resize`], [`Jobs::screen`], [`Jobs::terminal_device`] | terminal jobs (SPEC §20) | [`terminal`] |
+//! | [`Jobs::is_tty`], [`Jobs::resize`], [`Jobs::screen`], [`Jobs::terminal_device`] | terminal jobs | [`terminal`] |
 //!
 //! Every job has one [`Owner`], set at launch: the caller (whoever claims
-//! the result first) or a stream (only it delivers; SPEC §11.2). Jobs are
-//! process-wide (SPEC §10): one table per server, shared by every session on
+//! the result first) or a stream (only it delivers). Jobs are
+//! process-wide: one table per server, shared by every session on
 //! every transport. Nothing here knows about sessions, transports, wire
 //! revisions or JSON-RPC: `jobs` imports nothing from `protocol`, `tools`
 //! or `server` (`scripts/check-layers.sh`).
@@ -41,15 +41,15 @@
 //!   enforces the job's deadlines.
 //! - [`result`]: the wire shapes of a job.
 //! - [`stream`]: the one loop of a front-end that owns a job's stream.
-//! - [`breaker`]: the circuit breaker for spawn failures (SPEC §12.7).
+//! - [`breaker`]: the circuit breaker for spawn failures.
 //! - [`shell_session`]: shell sessions, their lanes, their state and the
-//!   epilogue that reports it (SPEC §17).
-//! - [`terminal`]: a terminal job's pseudo-terminal (SPEC §20).
-//! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter (SPEC §16).
+//!   epilogue that reports it.
+//! - [`terminal`]: a terminal job's pseudo-terminal.
+//! - [`oom`]: the OOM ordering and the cgroup's OOM-kill counter.
 //! - [`awaiting`]: whether a running job is blocked reading its stdin or
-//!   terminal (SPEC §20.1), for `status`, `list`, `wait_any` and the gauge.
-//! - [`ports`]: listening TCP sockets and the jobs that hold them (SPEC
-//!   §22), for `ports`, `status`, `list` and `wait_any`.
+//!   terminal, for `status`, `list`, `wait_any` and the gauge.
+//! - [`ports`]: listening TCP sockets and the jobs that hold them,
+//!   for `ports`, `status`, `list` and `wait_any`.
 
 mod attach;
 mod awaiting;
@@ -113,7 +113,7 @@ pub struct JobsSettings {
     pub breaker_failures: u32,
     /// How long an open breaker refuses jobs.
     pub breaker_cooldown: Duration,
-    /// How long a shell session lives after its last job (SPEC §17).
+    /// How long a shell session lives after its last job.
     pub shell_session_idle: Duration,
     /// The `oom_score_adj` each job's child writes (`None`: it inherits ours).
     pub oom_score_adj: Option<i32>,
@@ -180,7 +180,7 @@ impl Jobs {
         }
     }
 
-    /// The shell sessions (SPEC §17), after dropping the expired ones.
+    /// The shell sessions, after dropping the expired ones.
     pub fn shell_sessions(&self) -> &ShellSessions {
         let table = &self.shared.table;
         self.shared
@@ -200,17 +200,17 @@ impl Jobs {
         let _ = self.shared.resolve_cwd.set(resolve);
     }
 
-    /// Whether the circuit breaker refuses new jobs now (SPEC §12.7).
+    /// Whether the circuit breaker refuses new jobs now.
     pub fn breaker_open(&self) -> bool {
         self.shared.breaker.is_open()
     }
 
-    /// How many jobs run and wait now (SPEC §12.3, §14).
+    /// How many jobs run and wait now.
     pub fn counts(&self) -> (usize, usize) {
         self.shared.table.counts()
     }
 
-    /// Orphaned processes reaped so far (SPEC §14).
+    /// Orphaned processes reaped so far.
     pub fn orphans_reaped(&self) -> u64 {
         self.shared.init.orphans_reaped()
     }
@@ -248,8 +248,8 @@ impl Jobs {
     }
 
     /// [`Jobs::status`], and with Part II fields a running job blocked
-    /// reading its input says so (SPEC §20.1: the `status` tool), and one
-    /// that listens names its ports (SPEC §22).
+    /// reading its input says so (for the `status` tool), and one that
+    /// listens names its ports.
     pub fn status_with_input(&self, id: JobId, fields: Fields) -> Option<JobStatus> {
         let status = self.status(id, fields)?;
         let running = fields.has_part_two() && status.state == "running";
@@ -280,7 +280,7 @@ impl Jobs {
     }
 
     /// Waits until job `id` is terminal without claiming it (a task's job,
-    /// whose result stays in the table: SPEC §19); `false` if it is not (or
+    /// whose result stays in the table until its TTL); `false` if it is not (or
     /// no longer) in the table. Cancel by dropping the future.
     pub async fn settled(&self, id: JobId) -> bool {
         self.shared.terminal(id).await;
@@ -304,8 +304,8 @@ impl Jobs {
     }
 
     /// Every job not delivered yet, oldest first; a running job blocked
-    /// reading its input is marked so (SPEC §20.1), and one that listens
-    /// carries its ports (SPEC §22).
+    /// reading its input is marked so, and one that listens
+    /// carries its ports.
     pub fn list(&self) -> Vec<Listed> {
         let mut listed = self.list_awaiting();
         if listed.iter().any(|l| l.phase == JobPhase::Running) {
@@ -378,7 +378,7 @@ impl Jobs {
         tracing::info!(job = %id, "cancelled execute: job torn down");
     }
 
-    /// Shuts every job down (SPEC §2.5 steps 2–4) and returns what survived.
+    /// Shuts every job down (TERM to every group, the grace, KILL) and returns what survived.
     /// Every job that has not ended by then ends with `cause: "shutdown"`.
     pub async fn shutdown(&self) -> init::ShutdownReport {
         let shared = &self.shared;
@@ -388,7 +388,7 @@ impl Jobs {
         for (pgid, tty) in shared.table.pgids() {
             groups.push(pgid);
             if tty {
-                // A terminal job's session may hold more groups (SPEC §20).
+                // A terminal job's session may hold more groups.
                 sessions.push(pgid.0);
             }
         }
@@ -400,8 +400,8 @@ impl Jobs {
 
 impl Shared {
     /// The one escalation of a job's processes: its group, and for a
-    /// terminal job every group of its session (SPEC §20: `kill` reaches
-    /// the session), with death observed as for a group.
+    /// terminal job every group of its session (`kill` reaches the
+    /// session), with death observed as for a group.
     async fn escalate(
         &self,
         id: JobId,
@@ -461,7 +461,7 @@ impl Shared {
 /// parked for as long as its job runs, and is as big as all the branches of
 /// its `select!` together, so an unboxed `Sleep` in each of its two deadline
 /// branches cost every job without a deadline ~200 B (10,000 idle jobs:
-/// SPEC §12's budget is 4 KiB each).
+/// the budget in BENCHMARKS.md is 4 KiB each).
 fn sleep_until_opt(deadline: Option<Instant>) -> impl Future<Output = ()> {
     let sleep = deadline.map(|d| Box::pin(tokio::time::sleep_until(d)));
     async move {

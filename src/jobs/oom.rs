@@ -1,4 +1,4 @@
-//! The server is the last to die (SPEC §16): the OOM ordering set at
+//! The server is the last to die: the OOM ordering set at
 //! start-up, and the memory cgroup's OOM-kill counter that tells a kernel
 //! OOM kill from any other SIGKILL.
 //!

@@ -1,5 +1,5 @@
-//! Ports (SPEC §22): every listening TCP socket in the container, each
-//! attributed to the job whose processes hold it.
+//! Ports (docs/tools.md, "Ports"): every listening TCP socket in the
+//! container, each attributed to the job whose processes hold it.
 //!
 //! The look at `/proc` is `init::listeners` (the sockets of
 //! `/proc/net/tcp{,6}`, their holders by descriptor); this module adds what

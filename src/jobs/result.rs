@@ -1,4 +1,4 @@
-//! The wire shapes of a job (SPEC §4.1, §4.4, §12), as typed structs.
+//! The wire shapes of a job (docs/tools.md), as typed structs.
 //!
 //! Field order is the declaration order: `job_id`, `state`, `queued_for`,
 //! `label`, `tty`, `exit_code`, `signal`, `signal_number`, `start_error`,
@@ -13,20 +13,20 @@
 //!   with `signal_number` beside it.
 //! - `start_error`: only when the job could not start (or was cancelled
 //!   before it started).
-//! - `stdout`/`stderr`: slices (SPEC §5.1), only when captured.
+//! - `stdout`/`stderr`: slices, only when captured.
 //! - `awaiting_input`: `true` while a running job is blocked reading its
-//!   stdin or terminal (SPEC §20.1), from 2025-03-26 on, in `status`,
+//!   stdin or terminal, from 2025-03-26 on, in `status`,
 //!   `list_jobs` and `wait` entries (the verbs that look); never `false`.
-//! - `ports`: the sockets a running job listens on (SPEC §22), each
+//! - `ports`: the sockets a running job listens on, each
 //!   `{port, proto, addr, loopback_only, pid, job_id}`, from 2025-03-26 on,
 //!   in `status` and `list_jobs` entries and in a `wait` entry that
 //!   `until.port` ended; absent when it listens on nothing.
 //! - Part II fields, from revision 2025-03-26 on and only when they apply:
 //!   `queued_for` (`"capacity"`), `label`, `cause` when known (`timeout`,
 //!   `idle_timeout` — with `timed_out: true` —, `killed`, `shutdown`, `oom`,
-//!   `cpu_limit`, `file_size_limit`; SPEC §16), `started_at` (RFC 3339, UTC, ms) and
+//!   `cpu_limit`, `file_size_limit`), `started_at` (RFC 3339, UTC, ms) and
 //!   `duration_ms` (terminal jobs that ran), `queued_ms` (jobs that waited),
-//!   `tty: true` for a job on a pseudo-terminal (SPEC §20), and in a
+//!   `tty: true` for a job on a pseudo-terminal, and in a
 //!   terminal job's delivered result its last `screen` (before the streams).
 //!   A 2024-11-05 session sees exactly the reference shapes.
 //!
@@ -41,7 +41,7 @@ use super::table::{Gone, Job, Listed};
 use crate::capture::{Redact, Slice, StreamSpec, Window};
 use crate::terminal::ScreenView;
 
-/// The values of `queued_for` (SPEC §12.3, §17): waiting for capacity, or
+/// The values of `queued_for`: waiting for capacity, or
 /// for the earlier jobs of its shell session.
 pub const QUEUED_FOR: [&str; 2] = ["capacity", "shell_session"];
 
@@ -63,7 +63,7 @@ impl Fields {
 }
 
 /// How a front-end sees results: which fields exist and the redaction
-/// applied to every `data` (SPEC §12.6).
+/// applied to every `data`.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     /// Which fields show.
@@ -85,7 +85,7 @@ pub struct JobStatus {
     /// The job's label.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// `true` for a terminal job (SPEC §20); absent for a pipe job.
+    /// `true` for a terminal job; absent for a pipe job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tty: Option<bool>,
     /// Only when terminal.
@@ -100,11 +100,11 @@ pub struct JobStatus {
     /// Why the job could not start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_error: Option<String>,
-    /// `true` while it is blocked reading its stdin or terminal (SPEC
-    /// §20.1); absent otherwise, and when nobody looked.
+    /// `true` while it is blocked reading its stdin or terminal; absent
+    /// otherwise, and when nobody looked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub awaiting_input: Option<bool>,
-    /// The sockets a running job listens on (SPEC §22); absent when none,
+    /// The sockets a running job listens on; absent when none,
     /// and when nobody looked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<Port>>,
@@ -123,7 +123,7 @@ impl JobStatus {
         let state = match phase {
             JobPhase::Queued if !part_two => "running",
             // A deadline ends a job as an error even if it exited 0 after
-            // TERM (SPEC §12.1); other causes never change the state.
+            // TERM; other causes never change the state.
             p if p.is_terminal() && cause.is_some_and(Cause::is_deadline) => "error",
             p => p.name(),
         };
@@ -179,7 +179,7 @@ impl JobStatus {
     }
 
     /// `queued_for: "shell_session"` for a job queued behind an earlier job
-    /// of its shell session (SPEC §17).
+    /// of its shell session.
     fn waiting_for_shell_session(mut self, waits: bool) -> JobStatus {
         if waits && self.queued_for.is_some() {
             self.queued_for = Some(QUEUED_FOR[1]);
@@ -188,7 +188,7 @@ impl JobStatus {
     }
 
     /// `awaiting_input: true` when `yes` (a look found it blocked reading
-    /// its input; SPEC §20.1), for Part II fields only.
+    /// its input), for Part II fields only.
     pub fn awaiting_input(mut self, yes: bool) -> JobStatus {
         if yes && self.queued_for.is_none() && self.exit_code.is_none() {
             self.awaiting_input = Some(true);
@@ -196,7 +196,7 @@ impl JobStatus {
         self
     }
 
-    /// `ports` when a look found the running job listening (SPEC §22),
+    /// `ports` when a look found the running job listening,
     /// for Part II fields only (the caller looks only for those).
     pub fn listening(mut self, ports: Vec<Port>) -> JobStatus {
         if !ports.is_empty() && self.queued_for.is_none() && self.exit_code.is_none() {
@@ -256,7 +256,7 @@ pub struct JobResult {
     /// How long it waited for capacity.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queued_ms: Option<u64>,
-    /// A terminal job's last screen (SPEC §20), in its delivered result.
+    /// A terminal job's last screen, in its delivered result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenView>,
     /// stdout, when asked for.

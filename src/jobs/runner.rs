@@ -6,7 +6,7 @@
 //! marks the job terminal. Everything the child wrote before it exited is in
 //! the pipe by then (a pipe write completes before `write` returns), so the
 //! result is complete without any settle delay, even when a backgrounded
-//! descendant keeps the pipe open and keeps writing (SPEC §5.3). After that
+//! descendant keeps the pipe open and keeps writing. After that
 //! the runner keeps capturing until EOF or until the job leaves the table.
 
 use std::cell::RefCell;
@@ -79,7 +79,7 @@ pub struct Io {
     pub exit: PendingExit,
 }
 
-/// A job's output: two pipes, or a terminal job's master (SPEC §20), whose
+/// A job's output: two pipes, or a terminal job's master, whose
 /// bytes are its `stdout`.
 pub enum Output {
     /// A pipe job's stdout and stderr read ends.
@@ -157,7 +157,7 @@ fn drain_present(table: &JobTable, id: JobId, stream: Stream, rx: &pipe::Receive
     });
 }
 
-/// A shell-session job's state pipe and where its state goes (SPEC §17).
+/// A shell-session job's state pipe and where its state goes.
 #[derive(Debug)]
 pub struct ShellSessionRun {
     /// The session.
@@ -216,9 +216,8 @@ impl StateBuf {
     }
 }
 
-/// The deadlines a runner enforces (SPEC §12.1, §12.9).
-/// The deadlines a runner enforces (SPEC §12.1, §12.9), and what it needs
-/// to tell why the job ended (SPEC §16).
+/// The deadlines a runner enforces, and what it needs to tell why the job
+/// ended.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// When the job is ended as timed out.

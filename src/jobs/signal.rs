@@ -1,4 +1,4 @@
-//! `signal`: signal a job's process group and verify its death (SPEC §4.7).
+//! `signal`: signal a job's process group and verify its death.
 //!
 //! "Dead" is observed, never assumed: init's [`init::Init::escalate`] sends
 //! each step's signal and waits until the direct child is reaped **and**
@@ -8,8 +8,8 @@
 //! The answer says who holds the result ([`Delivery`]): a job its caller
 //! owns is claimed here once it is terminal — while it is signalled, a
 //! concurrent `wait` leaves it to this call (and answers that the result
-//! went elsewhere, SPEC §4.8a); a `wait` that claimed it before the signal
-//! leaves `Elsewhere` here —; one a stream owns (SPEC §11.2) is never
+//! went elsewhere); a `wait` that claimed it before the signal
+//! leaves `Elsewhere` here —; one a stream owns is never
 //! claimed, its stream delivers it. Which of its kinds the answer is, is its type
 //! ([`Signalled`]): a front-end renders it and decides nothing.
 

@@ -54,13 +54,13 @@ pub struct Pending {
     pub stdin: Option<Vec<u8>>,
     /// Close stdin after writing.
     pub close_stdin: bool,
-    /// Its deadline, counted from when it starts (SPEC §12.1).
+    /// Its deadline, counted from when it starts.
     pub timeout: Option<std::time::Duration>,
-    /// End it when it writes nothing for this long (SPEC §12.9).
+    /// End it when it writes nothing for this long.
     pub idle_timeout: Option<std::time::Duration>,
-    /// The shell session it runs in (SPEC §17).
+    /// The shell session it runs in.
     pub shell_session: Option<ShellSessionUse>,
-    /// Run on a terminal of this size instead of pipes (SPEC §20).
+    /// Run on a terminal of this size instead of pipes.
     pub terminal: Option<init::WindowSize>,
 }
 
@@ -78,8 +78,8 @@ pub struct ShellSessionUse {
 /// How a started job's direct child is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitOutcome {
-    /// Not reaped yet (or the output it wrote before exiting not read yet,
-    /// SPEC §5.3).
+    /// Not reaped yet (or the output it wrote before exiting not read
+    /// yet).
     Running,
     /// It exited with this code.
     Exited(i32),
@@ -104,7 +104,7 @@ pub struct Ran {
 /// Where a job is in its life.
 #[derive(Debug)]
 pub enum JobState {
-    /// Waiting for capacity (SPEC §12.3). `None` once an admission took the
+    /// Waiting for capacity. `None` once an admission took the
     /// pending start out (the spawn is in progress).
     Queued(Option<Box<Pending>>),
     /// It has a process group.
@@ -198,7 +198,7 @@ impl JobPhase {
     }
 }
 
-/// Why a job ended, when that is known (SPEC §12.1, §12.9, §16): the server
+/// Why a job ended, when that is known: the server
 /// ended it, or the kernel did for a reason it told us. Never inferred from
 /// an exit code; a lost status has no cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,8 +270,8 @@ impl Stream {
     }
 }
 
-/// Who receives a job's terminal result (SPEC Part III, "exactly-once,
-/// generalised"). Set at launch, never changed.
+/// Who receives a job's terminal result, exactly once. Set at launch, never
+/// changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owner {
     /// The caller: MCP `execute`, `wait` or `kill`, whichever claims it
@@ -282,7 +282,7 @@ pub enum Owner {
     /// the job, `kill` signals it but never claims it, and a queued one is
     /// cancelled in place for its stream to deliver.
     JobStream,
-    /// An MCP Task (SPEC §19), which keeps the result until its TTL: `wait`
+    /// An MCP Task, which keeps the result until its TTL: `wait`
     /// refuses the job, `kill` signals it but never claims it, nothing
     /// claims it; the task renders it from the table (as often as it is
     /// asked) and removes it when the task expires or is cancelled.
@@ -308,7 +308,7 @@ impl Owner {
     }
 
     /// The wire name: `caller` (an MCP client's `execute`/`wait`/`kill`),
-    /// `stream` (a `POST /exec` stream), `task` (an MCP Task, SPEC §19).
+    /// `stream` (a `POST /exec` stream), `task` (an MCP Task).
     pub fn name(self) -> &'static str {
         match self {
             Owner::Caller => "caller",

@@ -1,4 +1,4 @@
-//! `write_stdin`: the one writer of a job's stdin (SPEC §4.2, §4.6, §11.2).
+//! `write_stdin`: the one writer of a job's stdin.
 //!
 //! `execute`'s `stdin`, `input`, `POST /exec`'s body and a queued job's
 //! stdin all go through [`Jobs::write_stdin`]. The write happens outside the
@@ -6,7 +6,7 @@
 //! does not read blocks only its writer; dropping the future cancels it. A
 //! failed write closes stdin: what was written of it is unknown.
 //!
-//! A terminal job's stdin is its terminal (SPEC §20): `close` sends `C-d`,
+//! A terminal job's stdin is its terminal: `close` sends `C-d`,
 //! the line discipline's end of input, and leaves the terminal open (a
 //! program that reads on after an EOF, as a shell does, can be written to
 //! again; each `close` is one more `C-d`).

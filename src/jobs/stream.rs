@@ -1,5 +1,5 @@
-//! `stream`: the one loop of a front-end that owns a job's stream (SPEC
-//! §11.2) — `POST /exec`, sandboxd's `Execute` and `Start`, envd's `Start`
+//! `stream`: the one loop of a front-end that owns a job's stream —
+//! `POST /exec`, sandboxd's `Execute` and `Start`, envd's `Start`
 //! and `Connect`.
 //!
 //! [`JobStream::next`] gives the front-end one [`Streamed`] at a time: the

@@ -12,7 +12,7 @@
 //!   sections (never across an `.await`); slices and results are built from
 //!   a job after it has been removed, or from copies, outside the lock.
 //! - A job becomes terminal only after its direct child was reaped **and**
-//!   the pipe data present at that moment was read (SPEC §5.3), so a terminal
+//!   the pipe data present at that moment was read, so a terminal
 //!   job's windows already hold every byte the child wrote.
 //! - **Exactly-once delivery**: a terminal result leaves the table only
 //!   through [`JobTable::claim`], [`JobTable::claim_terminal_among`] or
@@ -24,7 +24,7 @@
 //!   (it sees the job as pending), so the kill's answer carries the result
 //!   and the waiter learns where it went, whichever task the runtime wakes
 //!   first.
-//! - **Waiters learn where a result went** (SPEC §4.8a): a `wait` registers
+//! - **Waiters learn where a result went**: a `wait` registers
 //!   its jobs ([`JobTable::register_waiter`]) while they exist; a registered
 //!   job that leaves the table terminal leaves a [`Gone`] record of how it
 //!   ended, kept exactly as long as a registered waiter may ask for it. A
@@ -34,13 +34,13 @@
 //!   every output chunk by the same on `output`. [`JobTable::wait_for`] is the
 //!   one loop that waits on them: it enables its `Notified` before it checks
 //!   the table, so no wake-up is lost.
-//! - **Admission** (SPEC §12.3): every job enters as `Queued` and the FIFO
+//! - **Admission**: every job enters as `Queued` and the FIFO
 //!   `queue` of ids; [`JobTable::admit`] takes jobs off its front while
 //!   fewer than `max_running` are running, in the same critical section that
 //!   counts them. `running` counts jobs admitted and not yet terminal (the
 //!   spawn in progress included); it drops exactly once per job, when the job
 //!   becomes terminal or leaves the table while still running.
-//! - **Shell-session lanes** (SPEC §17, [`Lanes`]): of the jobs of one shell
+//! - **Shell-session lanes** ([`Lanes`]): of the jobs of one shell
 //!   session, only the oldest not yet terminal is in the capacity FIFO or
 //!   running; the lanes change only in the table's critical sections. The
 //!   runner adopts a job's shell-session state *before* marking it
@@ -63,7 +63,7 @@ use crate::capture::{CapturePolicy, Window};
 /// A job's stdin: `None` once closed (or before it started).
 pub(super) type StdinSlot = Arc<tokio::sync::Mutex<Option<StdinWriter>>>;
 
-/// Where a job's stdin goes: a pipe, or a terminal job's master (SPEC §20).
+/// Where a job's stdin goes: a pipe, or a terminal job's master.
 #[derive(Debug)]
 pub(super) enum StdinWriter {
     /// A pipe job's stdin pipe.
@@ -82,7 +82,7 @@ pub struct Job {
     pub(super) state: JobState,
     /// Who receives its result. Set at launch, never changed.
     pub(super) owner: Owner,
-    /// Its label (SPEC §12.4).
+    /// Its label.
     pub(super) label: Option<String>,
     /// Why it ended, when known (the server's reason, or the kernel's).
     pub(super) cause: Option<Cause>,
@@ -110,19 +110,19 @@ pub struct Job {
     pub(super) output_pipes: Option<[Arc<pipe::Receiver>; 2]>,
     /// Cancelled when the job leaves the table: stops its runner.
     pub(super) removed: CancellationToken,
-    /// The shell session it belongs to (SPEC §17). Set at launch.
+    /// The shell session it belongs to. Set at launch.
     pub(super) shell_session: Option<String>,
     /// Queued behind an earlier job of its shell session (not yet in the
     /// capacity FIFO).
     pub(super) waits_for_shell_session: bool,
-    /// Whether it runs on a terminal, and its terminal once started (SPEC
-    /// §20). Set at launch; its terminal at start, kept until delivery.
+    /// Whether it runs on a terminal, and its terminal once started. Set
+    /// at launch; its terminal at start, kept until delivery.
     pub(super) tty: Tty,
     /// Blocking `wait` calls that listed it (see [`Gone`]).
     waiters: usize,
     /// `kill` calls signalling it that will claim it ([`JobTable::reserve`]).
     signalling: usize,
-    /// The one attached terminal writer (SPEC §20), if any.
+    /// The one attached terminal writer, if any.
     pub(super) writer: Option<super::attach::Writer>,
 }
 
@@ -241,19 +241,19 @@ pub struct Listed {
     /// Queued behind an earlier job of its shell session.
     pub waits_for_shell_session: bool,
     /// Blocked reading its stdin or terminal, when someone looked
-    /// ([`super::Jobs::list`], a `wait` until input; SPEC §20.1).
+    /// ([`super::Jobs::list`], a `wait` until input).
     pub awaiting_input: bool,
-    /// A terminal job (SPEC §20).
+    /// A terminal job.
     pub tty: bool,
     /// The sockets it listens on, when someone looked ([`super::Jobs::list`],
-    /// a `wait` until a port; SPEC §22).
+    /// a `wait` until a port).
     pub ports: Vec<super::ports::Port>,
     /// Its process's pid (also its process group), once started.
     pub pid: Option<Pid>,
 }
 
 /// How a job that a waiter listed ended, after another request took its
-/// result (SPEC §4.8a: the waiter answers with it and
+/// result (the waiter answers with it and
 /// `result_delivered_elsewhere: true`).
 #[derive(Debug, Clone)]
 pub struct Gone {
@@ -302,7 +302,7 @@ struct Inner {
     /// Boxed: a B-tree leaf holds 11 entries and is about two thirds full
     /// after ascending inserts, so the records themselves in its nodes cost
     /// half as much again as the record (~570 B each); boxed, the slack is
-    /// on 16-byte entries (10,000 idle jobs: SPEC §12's budget is 4 KiB each).
+    /// on 16-byte entries (10,000 idle jobs: the budget in BENCHMARKS.md is 4 KiB each).
     jobs: BTreeMap<JobId, Box<Job>>,
     queue: VecDeque<JobId>,
     running: usize,
@@ -390,7 +390,7 @@ impl JobTable {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The one "enable the notification, check, wait" loop (SPEC §18):
+    /// The one "enable the notification, check, wait" loop:
     /// calls `check` until it is done, waking on every state change, on
     /// every output chunk too when `output`, and at the `until` the check
     /// asked for. The `Notified` futures are enabled *before* `check` looks
@@ -820,7 +820,7 @@ impl JobTable {
     }
 
     /// Puts a delivered job back, terminal and unclaimed, for the next
-    /// claim: its result never reached whoever claimed it (SPEC §10). The
+    /// claim: its result never reached whoever claimed it. The
     /// waiters registered when it left move back with it from its [`Gone`]
     /// record, so a `wait` that listed it claims it again.
     pub(super) fn put_back(&self, mut job: Job) {

@@ -1,5 +1,6 @@
-//! Terminal jobs (SPEC §20): a job's pseudo-terminal, as the job service
-//! holds it, and the verbs that only a terminal job has.
+//! Terminal jobs (docs/tools.md, "Terminal jobs"): a job's
+//! pseudo-terminal, as the job service holds it, and the verbs that only a
+//! terminal job has.
 //!
 //! A terminal job's output is its `stdout` stream (the master's bytes, with
 //! absolute offsets, windows and redaction as for a pipe); `stderr` stays
@@ -30,7 +31,7 @@ use super::{JobId, Jobs};
 use crate::capture::Redact;
 use crate::terminal::{Screen, ScreenView};
 
-/// The default size of a terminal job: 120 columns, 40 rows (SPEC §20).
+/// The default size of a terminal job: 120 columns, 40 rows.
 pub const DEFAULT_SIZE: WindowSize = WindowSize {
     cols: 120,
     rows: 40,
@@ -113,7 +114,7 @@ impl Terminal {
     }
 
     /// The slave's path and device (what awaiting input compares a
-    /// process's descriptors with, SPEC §20.1).
+    /// process's descriptors with).
     pub(super) fn device(&self) -> &TerminalDevice {
         &self.device
     }
@@ -160,7 +161,7 @@ impl Terminal {
         Ok(())
     }
 
-    /// `C-d`: the end of input for a program reading a line (SPEC §20).
+    /// `C-d`: the end of input for a program reading a line.
     pub(super) async fn send_eof(&self) -> io::Result<()> {
         self.write_all(&[EOF_KEY]).await
     }
@@ -232,8 +233,8 @@ impl Jobs {
     }
 
     /// The terminal a started terminal job runs on: its slave's path and
-    /// device number, to compare with what a process's descriptors are
-    /// (SPEC §20.1). `None` for a pipe job, a queued one, or no such job.
+    /// device number, to compare with what a process's descriptors are.
+    /// `None` for a pipe job, a queued one, or no such job.
     #[allow(
         dead_code,
         reason = "a verb for the terminal front-ends (attach, awaiting input)"
@@ -276,7 +277,7 @@ impl Jobs {
         }
     }
 
-    /// A terminal job's screen (SPEC §20): the visible rows, cursor,
+    /// A terminal job's screen: the visible rows, cursor,
     /// alternate-screen flag, title and the raw offset it reflects, with up
     /// to `scrollback` lines from above it (at most [`SCROLLBACK_LINES`]).
     /// Works while the job runs and after it ended, until it is delivered.

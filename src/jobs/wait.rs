@@ -1,6 +1,6 @@
-//! `wait_any`: until any listed job is terminal (SPEC §4.3), prints what
-//! the caller waits for, goes quiet (SPEC §12.9), awaits input (SPEC
-//! §20.1), listens on a port (SPEC §22), or the deadline.
+//! `wait_any`: until any listed job is terminal, prints what the caller
+//! waits for, goes quiet, awaits input, listens on a port, or the
+//! deadline.
 //!
 //! Terminal jobs are claimed in one critical section
 //! ([`super::table::JobTable::claim_terminal_among`]): the answer delivers
@@ -34,7 +34,7 @@
 //!
 //! A job that the call listed and another request (a `kill`, another
 //! `wait`) took while the call waited is answered as
-//! [`WaitEntry::Elsewhere`] with how it ended (SPEC §4.8a); a job unknown
+//! [`WaitEntry::Elsewhere`] with how it ended; a job unknown
 //! when the call starts fails the whole call.
 
 use std::collections::HashMap;
@@ -62,7 +62,7 @@ pub struct Until {
     pub quiet: Option<Duration>,
     /// Return when a listed job is blocked reading its stdin or terminal.
     pub input: bool,
-    /// Return when a listed job listens on this TCP port (SPEC §22).
+    /// Return when a listed job listens on this TCP port.
     pub port: Option<u16>,
 }
 
@@ -137,7 +137,7 @@ pub enum WaitError {
     /// A `POST /exec` stream owns it: only its stream delivers it.
     #[error("{0} is owned by an /exec stream")]
     OwnedByStream(JobId),
-    /// A task owns it (SPEC §19): the task delivers it.
+    /// A task owns it: the task delivers it.
     #[error("{0} is owned by task {1}")]
     OwnedByTask(JobId, TaskTag),
 }

@@ -1,14 +1,14 @@
-//! The working-directory policy (SPEC §12.5): where a job may start.
+//! The working-directory policy (docs/security.md): where a job may start.
 //!
 //! Built once at start-up from `MCP_EXEC_ALLOWED_CWDS` (colon-separated
 //! absolute directories, the *roots*; unset or empty = anywhere) and
 //! `MCP_EXEC_DEFAULT_CWD` (where a job starts when it names no `cwd`;
 //! unset or empty = the server's own working directory). An invalid setting
-//! is an `Err` naming the variable, and the server refuses to start (Part II:
-//! security settings fail closed).
+//! is an `Err` naming the variable, and the server refuses to start (security
+//! settings fail closed).
 //!
 //! # What it is
-//! A guard on where jobs *start* (and, with §13, where files are written):
+//! A guard on where jobs *start* (and where files are written):
 //! a `cwd` is allowed when its realpath is one of the roots' realpaths or
 //! beneath one. Anything else, a symlink inside a root that leads out
 //! included, is refused with
@@ -190,7 +190,7 @@ impl CwdPolicy {
     }
 }
 
-/// Why the directory of a file path cannot be used (SPEC §13: the same
+/// Why the directory of a file path cannot be used (the same
 /// policy applies to file paths).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirRefusal {

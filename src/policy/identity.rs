@@ -1,4 +1,4 @@
-//! Who a job runs as and what it may use (SPEC §16): the `user` and `limits`
+//! Who a job runs as and what it may use (docs/security.md): the `user` and `limits`
 //! inputs of `execute` (and `POST /exec`) checked against the server's
 //! settings, and turned into the [`init::Setup`] the job's child applies to
 //! itself before it executes the command.
@@ -22,7 +22,7 @@
 //!   groups: numbers are taken as given, no file is consulted) or
 //!   `"uid:gid"`. Only a root server can switch users; and while an HTTP
 //!   listener runs without a token, a job of another user could drive the
-//!   root server over loopback, so `user` is refused then (SPEC §11).
+//!   root server over loopback, so `user` is refused then.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Policies of bounded execution (SPEC Part II, §12): decisions about what a
+//! Policies of bounded execution: decisions about what a
 //! job may do and what the server shows of it, made from settings read once
 //! at start-up.
 //!
@@ -7,11 +7,11 @@
 //! `server`. Each policy is an immutable value built at start-up and shared
 //! by reference; none holds mutable state, so none needs a lock. A setting
 //! that is invalid makes its constructor return an error naming it, and the
-//! server refuses to start (Part II: security settings fail closed).
+//! server refuses to start (security settings fail closed).
 //!
-//! - [`cwd`]: where jobs may start (SPEC §12.5).
-//! - [`redact`]: secret redaction of process output (SPEC §12.6).
-//! - [`identity`]: who a job runs as and what it may use (SPEC §16).
+//! - [`cwd`]: where jobs may start.
+//! - [`redact`]: secret redaction of process output.
+//! - [`identity`]: who a job runs as and what it may use.
 
 pub mod cwd;
 pub mod identity;

@@ -1,4 +1,4 @@
-//! Secret redaction of process output (SPEC §12.6): the [`Redactor`], built once at start-up
+//! Secret redaction of process output (docs/security.md): the [`Redactor`], built once at start-up
 //! from `MCP_EXEC_REDACT` and `MCP_EXEC_REDACT_PATTERNS_FILE`, and shared read-only by every
 //! reader.
 //!

@@ -1,6 +1,5 @@
 //! Which era and revision one request is served in, and what its client
-//! declared: the per-request half of MCP 2026-07-28 (SPEC §19), as pure
-//! data.
+//! declared: the per-request half of MCP 2026-07-28, as pure data.
 //!
 //! # How a request's revision is decided ([`Era::of`])
 //! - Its `params._meta["io.modelcontextprotocol/protocolVersion"]`, when

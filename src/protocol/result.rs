@@ -4,8 +4,8 @@
 //! Success:
 //! `{"content":[{"type":"text","text":<compact JSON of the payload>}],"structuredContent"?:<object>,"isError":false}`
 //! - `content[0].text` is the compact JSON of the tool's payload in every
-//!   revision (SPEC §3; `wait`'s payload is an array).
-//! - A payload with a resource (`download`, SPEC §13.1) has it second, so
+//!   revision (`wait`'s payload is an array).
+//! - A payload with a resource (`download`) has it second, so
 //!   that the first block stays the JSON text in every result:
 //!   `content` is `[{"type":"text",…}, {"type":"resource","resource":{…}}]`.
 //! - `structuredContent` (revisions that have it, see
@@ -14,7 +14,7 @@
 //!   that is an array goes under the key its tool names (`wait`:
 //!   `{"results":[…]}`).
 //!
-//! Failure (a tool error, SPEC §4.9):
+//! Failure (a tool error):
 //! `{"content":[{"type":"text","text":<message>}],"isError":true}`.
 //!
 //! In 2026-07-28 both are followed by `"resultType":"complete"` and
@@ -50,7 +50,7 @@ pub struct Payload {
 /// Runs its action when dropped, unless [`Lost::disarm`] came first: a
 /// result that a tool claimed from the job table (`wait`, `kill`, a blocking
 /// `execute`) and that is dropped unsent — its client went away before the
-/// transport took it (SPEC §10) — puts what it claimed back. Dropping is
+/// transport took it — puts what it claimed back. Dropping is
 /// the one way every unsent path ends (a closed outbox, a queue dropped
 /// with its messages, a failed write), so none can forget to.
 struct Lost(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
@@ -141,7 +141,7 @@ pub enum CallResult {
     Error(String),
     /// A result that is not a tool's, written as is with its modern
     /// `resultType`: a task-augmented call's `CreateTaskResult`, or the
-    /// 2026 Tasks extension's task handle (`"task"`) (SPEC §19). An object
+    /// 2026 Tasks extension's task handle (`"task"`). An object
     /// without `resultType` or `_meta.serverInfo` of its own.
     Raw(serde_json::Value, ResultType),
 }

@@ -2,7 +2,7 @@
 //! request is served in: this is the one place that decides what a request
 //! of a given revision sees.
 //!
-//! Two eras (SPEC §19; MCP 2026-07-28 "Versioning"):
+//! Two eras (docs/clients.md; MCP 2026-07-28 "Versioning"):
 //! - **legacy** (2024-11-05 … 2025-11-25): the client names a revision in
 //!   `initialize`; if we support it we answer with it, otherwise with our
 //!   latest legacy one (never an error, as those revisions ask). The stdio
@@ -117,7 +117,7 @@ impl Revision {
     }
 
     /// The JSON-RPC code of a `tools/call` naming an unknown tool: `-32601`
-    /// up to 2025-11-25 (SPEC §3), `-32602` in 2026-07-28 (its schema's
+    /// up to 2025-11-25, `-32602` in 2026-07-28 (its schema's
     /// `InvalidParamsError`: "Unknown tool name").
     pub fn unknown_tool_code(self) -> super::ErrorCode {
         if self.is_modern() {
@@ -129,19 +129,19 @@ impl Revision {
 
     /// Whether a closed HTTP response stream cancels its request (2026-07-28:
     /// "closing the SSE response stream MUST be treated as cancellation");
-    /// up to 2025-11-25 a disconnect is not a cancellation (SPEC §11).
+    /// up to 2025-11-25 a disconnect is not a cancellation.
     pub fn closed_stream_cancels(self) -> bool {
         self.is_modern()
     }
 
-    /// Whether the session sees Part II of the contract (SPEC §10–§17):
-    /// its tool inputs, result fields and the `queued` state. A 2024-11-05
-    /// session sees exactly Part I.
+    /// Whether the session sees Part II, the surface beyond the reference
+    /// implementation's: its tool inputs, result fields and the `queued`
+    /// state. A 2024-11-05 session sees exactly Part I, the reference shapes.
     pub fn has_part_two(self) -> bool {
         self >= Revision::V2025_03_26
     }
 
-    /// Whether the session sees terminal jobs (SPEC §20): `execute`'s
+    /// Whether the session sees terminal jobs: `execute`'s
     /// `tty`, `cols`, `rows`, `input`'s `keys` and `resize`, the `screen`
     /// tool, `tty` in statuses and `screen` in a terminal job's result.
     pub fn has_terminals(self) -> bool {
@@ -159,7 +159,7 @@ impl Revision {
     }
 
     /// Whether a `Tool` may carry `_meta` (the schema has it from
-    /// 2025-06-18): `upload`'s `openai/fileParams` (SPEC §22).
+    /// 2025-06-18): `upload`'s `openai/fileParams` (docs/files.md).
     pub fn has_tool_meta(self) -> bool {
         self >= Revision::V2025_06_18
     }

@@ -4,7 +4,7 @@
 //!
 //! It exists only for a modern request (one with a per-request
 //! `_meta["io.modelcontextprotocol/protocolVersion"]`); in a legacy session
-//! it stays an unknown method (`-32601`, SPEC §3), so a legacy transcript
+//! it stays an unknown method (`-32601`), so a legacy transcript
 //! does not change. A dual-era client probes with it first and, receiving a
 //! `DiscoverResult`, stays modern: it never falls back to `initialize`.
 //!

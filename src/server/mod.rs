@@ -65,7 +65,7 @@ pub struct Listeners {
     pub http: Option<http::HttpSettings>,
     /// The token-free metrics and health listener.
     pub metrics: Option<SocketAddr>,
-    /// E2B envd's listener (SPEC §21).
+    /// E2B envd's listener (docs/envd.md).
     pub envd: Option<transport::envd::EnvdSettings>,
     /// sandboxd's gRPC `process.v1.ProcessService` (docs/sandboxd.md).
     pub sandboxd_grpc: Option<transport::sandboxd::settings::SandboxdGrpc>,
@@ -248,7 +248,7 @@ pub async fn run(
                 None => continue,
             },
             () = broken(stdio_broken.as_ref()), if stdio.is_some() => EndReason::StdoutClosed,
-            // Init mode: the main command's end is the server's (SPEC §10).
+            // Init mode: the main command's end is the server's.
             status = async { match main.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if main.is_some() => {
                 break EndReason::MainExited(crate::init_mode::code_of(status));
             }

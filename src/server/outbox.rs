@@ -217,7 +217,7 @@ impl Outbox {
 
     /// Completes when the writing end is gone (dropped): nothing sent from
     /// now on reaches anyone. A call waiting on its outbox's client uses it
-    /// to detach (SPEC §10).
+    /// to detach: it stops waiting and claims nothing.
     pub async fn closed(&self) {
         self.tx.closed().await;
     }

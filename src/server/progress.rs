@@ -1,4 +1,4 @@
-//! Progress notifications for long blocking calls (SPEC §3).
+//! Progress notifications for long blocking calls.
 //!
 //! When a `tools/call` carries `_meta.progressToken`, the call runs beside a
 //! ticker that sends `notifications/progress {progressToken, progress,

@@ -1,4 +1,4 @@
-//! MCP Tasks on the wire, 2025-11-25 format (SEP-1686; SPEC §19): the
+//! MCP Tasks on the wire, 2025-11-25 format (SEP-1686; docs/tasks.md): the
 //! task-augmented `tools/call` of `execute`, `tasks/get`, `tasks/result`,
 //! `tasks/list`, `tasks/cancel` and `notifications/tasks/status`.
 //!
@@ -7,12 +7,12 @@
 //! for the job (sending progress for the task's life when the call carried a
 //! `progressToken`), records the final status, runs the verified group kill
 //! when the task is cancelled, and at the end of the TTL removes the task
-//! and its job. Only sessions of 2025-11-25 see any of it (SPEC §19).
+//! and its job. Only sessions of 2025-11-25 see any of it.
 //!
 //! # The 2026 extension (`io.modelcontextprotocol/tasks`, SEP-2663)
 //! Server-directed: a blocking `execute` from a 2026-07-28 request whose
 //! client declared the extension launches its job owned by a task from the
-//! start; if the job ends before the call would yield (SPEC §12.2) the call
+//! start; if the job ends before the call would yield the call
 //! answers its result as always (and the job leaves); if not, the task
 //! record is made and the call answers the flat task with
 //! `resultType: "task"` instead of `yielded: true`. Then `tasks/get`
@@ -318,8 +318,8 @@ async fn drive(
     };
     // Boxed, as the kill and the teardown below: a task spends most of its
     // life in the last sleep, and the future it is parked in is only as big
-    // as its largest state (10,000 live tasks: SPEC §19's budget is 4 KiB
-    // each above their jobs).
+    // as its largest state (10,000 live tasks: the target is 4 KiB each
+    // above their jobs, docs/tasks.md "Figures").
     let waited = Box::pin(waited);
     let ended = tokio::select! {
         biased;

@@ -1,4 +1,4 @@
-//! Tasks: the one MCP Task record (SPEC §19), shared by both wire formats
+//! Tasks: the one MCP Task record (docs/tasks.md), shared by both wire formats
 //! (2025-11-25's task-augmented `tools/call`, the 2026 extension
 //! `io.modelcontextprotocol/tasks`).
 //!
@@ -61,7 +61,7 @@ impl Requestor {
 }
 
 /// A task's status, the union of both formats' (`input_required` is never
-/// used: a job's stdin is not a client request, SPEC §19).
+/// used: a job's stdin is not a client request).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskStatus {
     /// The job is queued or runs.

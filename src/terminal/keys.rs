@@ -1,4 +1,4 @@
-//! `input.keys` (SPEC §20): tmux key names and literal text, turned into the bytes an xterm
+//! `input.keys`: tmux key names and literal text, turned into the bytes an xterm
 //! (`TERM=xterm-256color`, the PTY job's default) sends for them.
 //!
 //! Each item is one of:

@@ -1,11 +1,11 @@
-//! Terminal state for PTY jobs (SPEC §20): the **screen** a VT parser builds from a job's raw
+//! Terminal state for PTY jobs: the **screen** a VT parser builds from a job's raw
 //! output, and the **keys** an agent names in `input.keys`.
 //!
 //! What it is: a leaf. [`Screen`] is fed the same raw bytes the job's `stdout` window gets and
 //! answers [`ScreenView`]s; [`encode`] turns tmux key names and literal text into the bytes a
 //! terminal would send. Nothing here knows a job, a PTY descriptor, a wire revision or a tool:
 //! the job that owns a PTY owns its `Screen` (one owner, fed in output order), and the front-end
-//! renders a `ScreenView` as it is (its serde shape is SPEC §20's `screen` result).
+//! renders a `ScreenView` as it is (its serde shape is the `screen` tool's result).
 //!
 //! What it is not: a terminal emulator for a human (no colours, no attributes, no rendering),
 //! nor a PTY (allocation, resize ioctls and SIGWINCH belong to the job).

@@ -1,5 +1,5 @@
 //! [`Screen`]: the VT state of one PTY job, fed with the job's raw output in order, and the
-//! [`ScreenView`] the `screen` tool answers (SPEC §20).
+//! [`ScreenView`] the `screen` tool answers.
 //!
 //! Invariants:
 //! - [`Screen::offset`] is the count of raw bytes fed, whatever they were: a view says exactly
@@ -34,7 +34,7 @@ pub struct Screen {
     offset: u64,
 }
 
-/// What the `screen` tool answers (SPEC §20), as serialized.
+/// What the `screen` tool answers, as serialized.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct ScreenView {
     /// Columns of the terminal.

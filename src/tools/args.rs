@@ -1,9 +1,9 @@
 //! Reading tool arguments.
 //!
 //! Unknown fields are ignored. A field of the wrong type is an
-//! `invalid arguments: …` error; a missing required field has its own text
-//! (SPEC §4.9). Tools validate every argument before they look a job up
-//! (SPEC §4.8a).
+//! `invalid arguments: …` error; a missing required field has its own
+//! text. Tools validate every argument before they look a job up, as the
+//! reference does.
 
 use serde_json::{Map, Value};
 
@@ -49,8 +49,8 @@ pub fn opt_seconds(args: &Args, key: &str) -> Result<Option<f64>, ToolError> {
 
 /// A job id argument that must be present. Missing or `null` gives
 /// `"job_id" is required`; any string that is not a job id — empty and
-/// blank ones included — is an unknown job, shown as given (SPEC §4.8a;
-/// `input` and `kill` take [`job_id_not_empty`] instead).
+/// blank ones included — is an unknown job, shown as given (as in the
+/// reference; `input` and `kill` take [`job_id_not_empty`] instead).
 pub fn job_id(args: &Args) -> Result<JobId, ToolError> {
     match args.get("job_id") {
         None | Some(Value::Null) => Err(ToolError::JobIdRequired),
@@ -61,7 +61,7 @@ pub fn job_id(args: &Args) -> Result<JobId, ToolError> {
 
 /// [`job_id`] for `input` and `kill`, whose handlers in the reference also
 /// check for an empty id: `""` is `"job_id" is required` there, not an
-/// unknown job (SPEC §4.8a). A blank id (`"  "`) is still unknown.
+/// unknown job. A blank id (`"  "`) is still unknown.
 pub fn job_id_not_empty(args: &Args) -> Result<JobId, ToolError> {
     match args.get("job_id") {
         Some(Value::String(s)) if s.is_empty() => Err(ToolError::JobIdRequired),

@@ -1,4 +1,4 @@
-//! `download`: read a file (SPEC §13.1); a Part II tool (from revision
+//! `download`: read a file (docs/files.md); a Part II tool (from revision
 //! 2025-03-26).
 //!
 //! Input: `path` (absolute), `offset` (default 0), `length` (default: to

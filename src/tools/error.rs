@@ -1,6 +1,6 @@
-//! How a tool call fails: a tool error (an `isError:true` result whose text
-//! is one of SPEC §4.9's, kept here and nowhere else) or a cancellation
-//! (JSON-RPC `-32800`).
+//! How a tool call fails: a tool error (an `isError:true` result whose exact
+//! text is kept here and nowhere else) or a cancellation (JSON-RPC
+//! `-32800`).
 
 use crate::jobs::JobId;
 
@@ -16,7 +16,7 @@ pub enum ToolError {
     /// Part II `execute` with both.
     #[error("give either \"command\" or \"argv\", not both")]
     CommandAndArgv,
-    /// The admission queue is full (SPEC §12.3).
+    /// The admission queue is full.
     #[error("job queue is full ({running} running, {queued} queued)")]
     QueueFull {
         /// Jobs running.
@@ -24,10 +24,10 @@ pub enum ToolError {
         /// Jobs queued.
         queued: usize,
     },
-    /// A `cwd` outside the allowed directories (SPEC §12.5).
+    /// A `cwd` outside the allowed directories.
     #[error("{0}")]
     CwdRefused(String),
-    /// The circuit breaker refuses new jobs (SPEC §12.7). `execute` answers
+    /// The circuit breaker refuses new jobs. `execute` answers
     /// it as the job's start error instead; `POST /exec` as a `503`.
     #[error("{0}")]
     BreakerOpen(String),
@@ -66,7 +66,7 @@ pub enum ToolError {
     /// `wait` on a job whose result a `POST /exec` stream delivers.
     #[error("job \"{0}\" is owned by an /exec stream")]
     OwnedByStream(JobId),
-    /// `wait` on a job an MCP Task owns (SPEC §19).
+    /// `wait` on a job an MCP Task owns.
     #[error(
         "job \"{0}\" is owned by task {1}: the task delivers its result (status, output and kill work)"
     )]
@@ -74,7 +74,7 @@ pub enum ToolError {
     /// Writing to a job's stdin failed (`writing stdin: broken pipe`).
     #[error("writing stdin: {0}")]
     StdinWrite(String),
-    /// A file tool failed (SPEC §13.1); the text names the path:
+    /// A file tool failed; the text names the path:
     /// `sha256 mismatch: expected …, got …`, `"/x" exists and overwrite is
     /// false`, `no space left on device writing "/x"`, …
     #[error("{0}")]
@@ -85,10 +85,10 @@ pub enum ToolError {
     /// The kernel refused a signal (`sending terminated to process group 7: …`).
     #[error("{0}")]
     SignalFailed(String),
-    /// `resize` or `screen` on a job that runs on pipes (SPEC §20).
+    /// `resize` or `screen` on a job that runs on pipes.
     #[error("job \"{0}\" has no terminal (start it with \"tty\": true)")]
     NotTerminal(JobId),
-    /// `shell_sessions` on a session that does not exist (SPEC §17).
+    /// `shell_sessions` on a session that does not exist.
     #[error("shell session \"{0}\" does not exist")]
     UnknownSession(String),
 }

@@ -1,7 +1,7 @@
-//! `execute`: run `$SHELL -c command` as a job (SPEC §4.2).
+//! `execute`: run `$SHELL -c command` as a job.
 //!
 //! Input: `command` (required, not blank), `cwd`, `env` (object of strings),
-//! `stdin` (written at once), `close_stdin`, `nowait`, `capture` (§5.2).
+//! `stdin` (written at once), `close_stdin`, `nowait`, `capture` (a capture policy).
 //! - blocking (default): waits until the job is terminal and delivers its
 //!   result (which removes it). Cancelling tears the job down (TERM, grace,
 //!   KILL, reaped, removed): the caller never learnt its id.
@@ -122,7 +122,7 @@ struct StdinFailed {
 }
 
 /// A running job returned before it ended: `nowait`, or a blocking call that
-/// yielded (`yielded: true`, SPEC §12.2).
+/// yielded (`yielded: true`).
 #[derive(Serialize)]
 struct Started {
     #[serde(flatten)]
@@ -159,14 +159,14 @@ fn terminal(a: &Args) -> Result<Option<TerminalSize>, ToolError> {
     Ok(Some(TerminalSize { cols, rows }))
 }
 
-/// Parsed `execute` arguments (also the body of `POST /exec`, SPEC §11.2):
+/// Parsed `execute` arguments (also the body of `POST /exec`):
 /// the job to launch, and how this call waits for it.
 pub(crate) struct Execute {
     /// The job, owned by its caller.
     pub(crate) launch: Launch,
     /// Answer at once with the job id.
     pub(crate) nowait: bool,
-    /// Answer with the running job after this long (SPEC §12.2).
+    /// Answer with the running job after this long.
     pub(crate) yield_after: Option<Duration>,
 }
 
@@ -331,7 +331,7 @@ async fn execute(call: &Call, a: &Args) -> ToolOutcome {
     }
 
     // From 2025-03-26 on the message names the job, so a client that lost
-    // its HTTP stream can find it (SPEC §11); Part I keeps its fixed text.
+    // its HTTP stream can find it; Part I keeps its fixed text.
     if rev.has_part_two() {
         call.progress.set(format!("{id} still running"));
     } else {
@@ -367,12 +367,12 @@ pub(crate) enum Begun {
 
 /// Launches `launch` and writes its stdin (cancellable: a cancel tears the
 /// job down). The first half of `execute`, shared with a task-augmented
-/// call (SPEC §19), which launches the job owned by its task.
+/// call, which launches the job owned by its task.
 pub(crate) async fn begin(call: &Call, launch: Launch) -> Result<Begun, Fail> {
     let jobs = call.host.jobs();
     let launched = match jobs.launch_leaving_stdin(launch) {
         Ok(launched) => launched,
-        // The breaker's refusal is the job's start error (SPEC §12.7).
+        // The breaker's refusal is the job's start error.
         Err(LaunchError::BreakerOpen { ended, .. }) => {
             return Ok(Begun::Answered(rendered(call, &ended)));
         }

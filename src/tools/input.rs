@@ -1,14 +1,14 @@
-//! `input`: write to a running job's stdin (SPEC §4.6, §20).
+//! `input`: write to a running job's stdin.
 //!
 //! Input: `job_id`, `data` (string, may be empty), `close` (EOF after the
-//! data). From 2025-03-26 on also `keys` (SPEC §20: a list of tmux key
+//! data). From 2025-03-26 on also `keys` (a list of tmux key
 //! names and literal text, sent after `data`) and `resize {cols, rows}`
 //! (a terminal job's new size, set before anything is written, so that the
 //! program has redrawn for it when the keys arrive). Output: the status
 //! shape. Errors: `job "job-7" is no longer running`, `stdin is already
 //! closed for this job`, the write error, a key that does not exist (named),
 //! `resize` of a job without a terminal. A write blocked on a full pipe is
-//! cancellable. On a terminal job `close` sends `C-d` (SPEC §20).
+//! cancellable. On a terminal job `close` sends `C-d`.
 
 use serde_json::{Value, json};
 
@@ -88,7 +88,7 @@ fn resize(a: &Args) -> Result<Option<WindowSize>, ToolError> {
     }
 }
 
-/// `keys`' bytes (SPEC §20): each item a tmux key name or literal text.
+/// `keys`' bytes: each item a tmux key name or literal text.
 /// The cursor keys are sent as the job's program asked for (DECCKM).
 fn keys(a: &Args, application_cursor: bool) -> Result<Vec<u8>, ToolError> {
     let items: Vec<String> = match a.get("keys") {

@@ -1,4 +1,4 @@
-//! `kill`: signal a job's process group and verify death (SPEC §4.7).
+//! `kill`: signal a job's process group and verify death.
 //!
 //! Input: `job_id`, `signal` (`"TERM"`, `"SIGKILL"`, `"kill"`, `"9"`, or
 //! `"ASSURED"`, each with an optional `SIG` prefix; default TERM), `timeout`
@@ -16,12 +16,12 @@
 //!
 //! The result of a death the kill caused is its own: a `wait` blocking on
 //! the job meanwhile answers with the job's status and
-//! `result_delivered_elsewhere:true` (SPEC §4.8a). If another request took
+//! `result_delivered_elsewhere:true`. If another request took
 //! the result first (a `wait` before the signal, another `kill`), the
 //! answer says `terminated:true` with `result_delivered_elsewhere:true`
 //! instead of a second copy of the result (exactly-once delivery).
 //!
-//! A job a `POST /exec` stream owns (SPEC §11.2) is signalled like any
+//! A job a `POST /exec` stream owns is signalled like any
 //! other but never claimed: its stream delivers the result. Once it is dead
 //! the answer is `{job_id, terminated:true, signal_sent, result_delivered_elsewhere:true}`
 //! (`already_terminated` or `cancelled_before_start` as they apply); a
@@ -125,7 +125,7 @@ impl Killed {
     }
 }
 
-/// Parses `signal` (SPEC §4.7): absent or blank is TERM.
+/// Parses `signal`: absent or blank is TERM.
 pub(crate) fn parse_signal(a: &Args) -> Result<Plan, ToolError> {
     let raw = match a.get("signal") {
         None | Some(Value::Null) => return Ok(Plan::One(Signal::TERM)),

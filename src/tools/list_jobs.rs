@@ -1,10 +1,10 @@
-//! `list_jobs`: every job not yet delivered, oldest first (SPEC §4.8).
+//! `list_jobs`: every job not yet delivered, oldest first.
 //!
 //! No input. Output: `{"jobs":[{"job_id","state"},…]}`; from 2025-03-26 on
 //! entries also carry `queued_for` (a queued job), `label` (when set) and
 //! `awaiting_input: true` (a running job blocked reading its stdin or
-//! terminal, SPEC §20.1) and `ports` (the sockets a running job listens on,
-//! SPEC §22; absent when none).
+//! terminal) and `ports` (the sockets a running job listens on; absent when
+//! none).
 
 use serde::Serialize;
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! [`TOOLS`], the one list that `tools/list` and `tools/call` both read.
 //!
 //! A handler returns a typed [`Payload`] (serialised on write), a
-//! [`ToolError`] (an `isError:true` result with one of SPEC §4.9's texts) or
+//! [`ToolError`] (an `isError:true` result with one of its exact texts) or
 //! [`Fail::Cancelled`] (JSON-RPC `-32800`). Protocol-level problems (params
 //! not an object, unknown tool) are JSON-RPC errors, raised in [`dispatch`]
 //! before any tool runs.
@@ -74,7 +74,7 @@ pub struct Tool {
     /// Its `outputSchema`: the shape of `structuredContent`.
     pub output_schema: fn(Revision) -> Value,
     /// Its top-level inputs that ChatGPT fills with a file reference
-    /// (`_meta["openai/fileParams"]`, SPEC §22; revisions with tool `_meta`).
+    /// (`_meta["openai/fileParams"]`; revisions with tool `_meta`).
     pub file_params: &'static [&'static str],
     /// Whether a call may start a job (the transport then admits it only
     /// while its answers are being read, see the server's outbox).
@@ -94,7 +94,7 @@ pub static TOOLS: [&Tool; 7] = [
     &list_jobs::TOOL,
 ];
 
-/// The Part II and III tools (SPEC §10-§17, §20), listed after [`TOOLS`]
+/// The Part II and III tools (files, shell sessions, screens), listed after [`TOOLS`]
 /// and only to sessions of 2025-03-26 and later: a 2024-11-05 session sees
 /// exactly the seven Part I tools, and calling one of these is an unknown
 /// tool there.
@@ -145,7 +145,7 @@ impl Tool {
         if revision.has_tool_meta() && !self.file_params.is_empty() {
             v["_meta"] = json!({"openai/fileParams": self.file_params});
         }
-        // Only `execute` may run as a task (SPEC §19); the others omit
+        // Only `execute` may run as a task; the others omit
         // `execution`, which defaults to "forbidden".
         if revision.has_task_augmentation() && std::ptr::eq(self, &execute::TOOL) {
             v["execution"] = json!({"taskSupport": "optional"});

@@ -1,9 +1,9 @@
-//! `output`: read a job's live or final buffers, never removes it (SPEC §4.5).
+//! `output`: read a job's live or final buffers, never removes it.
 //!
-//! Input: `job_id`, `stdout`, `stderr` (stream specs, §5.1). Output: the
+//! Input: `job_id`, `stdout`, `stderr` (stream specs). Output: the
 //! status fields plus one slice per requested stream. The capture policy is
 //! not used here. The stream specs are validated before the job id, so a bad
-//! spec is reported even for an unknown job (SPEC §4.8a).
+//! spec is reported even for an unknown job, as the reference does.
 
 use serde_json::json;
 

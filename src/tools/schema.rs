@@ -2,17 +2,19 @@
 //! policies, slices, the status and job-result objects. Each tool's own
 //! schemas live in its file.
 //!
-//! Input schemas match SPEC §4 (required fields, types). `oneOf` appears
-//! only *inside* properties (stream specs, capture sides), never at the top
-//! of an `inputSchema` (SPEC Part II: flat schemas). Output schemas describe
-//! the `structuredContent` objects (for `wait`, `{results:[…]}`).
+//! Input schemas match the tools' inputs in docs/tools.md (required fields,
+//! types). `oneOf` appears only *inside* properties (stream specs, capture
+//! sides), never at the top of an `inputSchema`: schemas stay flat, since
+//! some clients reject the whole tool list for a top-level `oneOf`. Output
+//! schemas describe the `structuredContent` objects (for `wait`,
+//! `{results:[…]}`).
 
 use serde_json::{Value, json};
 
 use crate::jobs::Cause;
 use crate::protocol::version::Revision;
 
-/// A stream spec (SPEC §5.1).
+/// A stream spec.
 pub fn stream_spec() -> Value {
     json!({
         "description": "Which part of a stream to return: \"none\" (or null or \"\"), \"all\" (the retained window), {\"tail\": N} (last N lines), or {\"from\": P, \"length\": L, \"unaligned\": false} (bytes from absolute offset P; continue at offset+bytes).",
@@ -29,7 +31,7 @@ pub fn stream_spec() -> Value {
     })
 }
 
-/// One side of a capture policy (SPEC §5.2).
+/// One side of a capture policy.
 pub fn capture_side() -> Value {
     json!({
         "oneOf": [
@@ -39,7 +41,7 @@ pub fn capture_side() -> Value {
     })
 }
 
-/// A slice (SPEC §5.1).
+/// A slice.
 pub fn slice_schema() -> Value {
     json!({
         "type": "object",
@@ -55,7 +57,7 @@ pub fn slice_schema() -> Value {
     })
 }
 
-/// The properties of the status object (SPEC §4.4, §12.3, §12.4).
+/// The properties of the status object.
 pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
     let v = if rev.has_part_two() {
         json!({
@@ -93,7 +95,7 @@ pub fn status_props(rev: Revision) -> serde_json::Map<String, Value> {
     props
 }
 
-/// A job result (SPEC §4.1, §12).
+/// A job result.
 pub fn job_result_schema(rev: Revision) -> Value {
     let mut props = status_props(rev);
     if rev.has_part_two() {
@@ -126,7 +128,7 @@ pub fn job_result_schema(rev: Revision) -> Value {
     json!({"type": "object", "properties": props, "required": ["job_id", "state"]})
 }
 
-/// A terminal job's screen (SPEC §20): the `screen` tool's result, and
+/// A terminal job's screen: the `screen` tool's result, and
 /// `screen` in a terminal job's delivered result.
 pub fn screen_schema() -> Value {
     json!({
@@ -147,12 +149,12 @@ pub fn screen_schema() -> Value {
     })
 }
 
-/// The status object (SPEC §4.4).
+/// The status object.
 pub fn status_schema(rev: Revision) -> Value {
     json!({"type": "object", "properties": status_props(rev), "required": ["job_id", "state"]})
 }
 
-/// The `ports` of a running job that listens (SPEC §22), as `GET /ports`
+/// The `ports` of a running job that listens, as `GET /ports`
 /// lists them.
 pub fn ports_schema() -> Value {
     json!({
@@ -182,8 +184,8 @@ pub fn job_id() -> Value {
 mod tests {
     use super::*;
 
-    /// The enums of the result schema against the values SPEC §12.3, §16 and
-    /// §17 name, written out here: a client that validates structured
+    /// The enums of the result schema against every documented `cause` and
+    /// `queued_for` value, written out here: a client that validates structured
     /// content (the TypeScript SDK does) rejects a whole result whose value
     /// is missing from its enum.
     #[test]

@@ -1,4 +1,4 @@
-//! `screen`: a terminal job's screen as a VT parser renders it (SPEC §20),
+//! `screen`: a terminal job's screen as a VT parser renders it,
 //! read-only, from 2025-03-26 on.
 //!
 //! Input: `job_id`, `scrollback` (lines from above the screen, default 0,

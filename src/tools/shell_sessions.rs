@@ -1,4 +1,4 @@
-//! `shell_sessions`: inspect and end shell sessions (SPEC §17). Part II
+//! `shell_sessions`: inspect and end shell sessions. Part II
 //! only: a 2024-11-05 session does not see it.
 //!
 //! Input: `action` (`list`, `show`, `reset`, `close`) and, except for

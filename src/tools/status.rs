@@ -1,10 +1,10 @@
-//! `status`: a job's state, never removes it (SPEC §4.4).
+//! `status`: a job's state, never removes it.
 //!
 //! Input: `job_id`. Output: `{job_id, state, exit_code?, signal?,
 //! signal_number?, start_error?}`; from 2025-03-26 on also `queued_for`,
 //! `label`, `awaiting_input: true` while the job is blocked reading its
-//! stdin or terminal (SPEC §20.1), and `ports` while it listens (SPEC §22:
-//! `[{port, proto, addr, loopback_only, pid, job_id}]`; absent when none).
+//! stdin or terminal, and `ports` while it listens
+//! (`[{port, proto, addr, loopback_only, pid, job_id}]`; absent when none).
 
 use serde_json::json;
 

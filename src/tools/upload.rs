@@ -1,4 +1,4 @@
-//! `upload`: write a file atomically (SPEC §13.1); a Part II tool (from
+//! `upload`: write a file atomically (docs/files.md); a Part II tool (from
 //! revision 2025-03-26).
 //!
 //! Input: `path` (absolute), exactly one source — `content_base64`, `text`
@@ -8,7 +8,7 @@
 //! `MCP_EXEC_MAX_TRANSFER_BYTES` decoded bytes; larger files go over
 //! `PUT /files/<path>`.
 //!
-//! `file` (SPEC §22, feature `https-fetch`): a ChatGPT file reference
+//! `file` (feature `https-fetch`): a ChatGPT file reference
 //! `{download_url, file_id, mime_type?, file_name?}`, or a bare `https://`
 //! URL (what ChatGPT's mobile apps are reported to send); the server
 //! fetches it ([`crate::files::fetch`]) into the same commit. The tool

@@ -1,6 +1,6 @@
-//! `wait`: block until any listed job is terminal (SPEC §4.3), or, with
+//! `wait`: block until any listed job is terminal, or, with
 //! `until`, until a listed job prints what the caller waits for or goes
-//! quiet (SPEC §12.9).
+//! quiet.
 //!
 //! Input: `job_ids` (non-empty array of strings, duplicates allowed),
 //! `timeout` (seconds; default `MCP_EXEC_DEFAULT_TIMEOUT`; `<= 0` polls),
@@ -12,7 +12,7 @@
 //! delivered in the same answer repeats its status fields without the
 //! streams, so the output is delivered once. An unknown id fails the whole
 //! call, and so does a job a `POST /exec` stream owns (`job "job-7" is
-//! owned by an /exec stream`): only its stream delivers it (SPEC §11.2).
+//! owned by an /exec stream`): only its stream delivers it.
 //!
 //! `until` adds four more reasons to return, none of which delivers
 //! anything: a listed job still running whose retained output at or after
@@ -21,16 +21,16 @@
 //! bytes}` of the first match —, a listed job that has written nothing
 //! for `quiet` seconds — its entry carries `went_quiet: <seconds>` —, or,
 //! with `input: true`, a listed job blocked reading its stdin or terminal
-//! (SPEC §20.1) — its entry carries `awaiting_input: true` —, or, with
-//! `port: N`, a listed job listening on TCP port N (SPEC §22) — its entry
+//! — its entry carries `awaiting_input: true` —, or, with
+//! `port: N`, a listed job listening on TCP port N — its entry
 //! carries `ports`, the job's listening sockets. The conditions
 //! combine; each entry says which one its job met, and an answer whose
 //! entries carry none of them (and no result) ended at the timeout. A
-//! terminal job's triggered entry also carries its `screen` (SPEC §20).
+//! terminal job's triggered entry also carries its `screen`.
 //!
 //! A job listed here whose result a `kill` or another `wait` takes while
 //! this call blocks is answered with its terminal status fields and
-//! `result_delivered_elsewhere: true` (SPEC §4.8a); only a call that starts
+//! `result_delivered_elsewhere: true`; only a call that starts
 //! after the delivery answers `unknown job_id`. The waiting itself is
 //! `Jobs::wait_any`; this module parses and renders.
 
@@ -111,7 +111,7 @@ enum Entry {
         matched: Option<Matched>,
         #[serde(skip_serializing_if = "Option::is_none")]
         went_quiet: Option<f64>,
-        /// A terminal job's screen as it triggered (SPEC §20).
+        /// A terminal job's screen as it triggered.
         #[serde(skip_serializing_if = "Option::is_none")]
         screen: Option<ScreenView>,
     },

@@ -1,4 +1,4 @@
-//! MCP 2026-07-28 over Streamable HTTP (SPEC §19) beyond its golden
+//! MCP 2026-07-28 over Streamable HTTP beyond its golden
 //! transcript: a closed response stream IS the cancellation of its request
 //! (a blocking `execute` tears its job down), progress streams over SSE, and
 //! a stateless request needs the token like every request.

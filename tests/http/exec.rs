@@ -1,4 +1,4 @@
-//! `POST /exec` (SPEC §11.2): the event stream, queueing, coalescing,
+//! `POST /exec` (docs/http.md): the event stream, queueing, coalescing,
 //! redaction, ownership of its job, disconnects, statuses, stdin.
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,4 +1,4 @@
-//! `/files` over HTTP (SPEC §13.2): PUT/GET/HEAD with `X-Content-SHA256`
+//! `/files` over HTTP (docs/files.md): PUT/GET/HEAD with `X-Content-SHA256`
 //! and `Range`, the file API (list, stat, mkdir, delete, move), status
 //! codes, the guard, the cwd policy, and a client that leaves mid-PUT.
 

@@ -1,4 +1,4 @@
-//! Ports and previews (SPEC §22): `GET /ports`, the `ports` field of
+//! Ports and previews (docs/http.md): `GET /ports`, the `ports` field of
 //! `status` and `list_jobs`, `wait` until a port, and the `/ports/<n>/`
 //! proxy. The listeners are jobs running interop/python/ports_upstream.py
 //! with the interop venv's python (which has `websockets`; missing here →

@@ -1,4 +1,4 @@
-//! `GET /jobs/<id>/tty` (SPEC §20): a human attached to a job's terminal,
+//! `GET /jobs/<id>/tty` (docs/http.md): a human attached to a job's terminal,
 //! driven through a real WebSocket client — the Python `websockets` package
 //! pinned in interop/requirements.txt, run from the interop venv by
 //! interop/python/ws_client.py, one JSON command per line. Jobs are started

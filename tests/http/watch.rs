@@ -1,4 +1,4 @@
-//! `GET /files/<dir>?watch[&recursive]` (SPEC §22): the SSE stream of a
+//! `GET /files/<dir>?watch[&recursive]` (docs/http.md): the SSE stream of a
 //! directory's changes — create, modify, delete, move, recursive into new
 //! directories, a 10,000-file burst that ends in events or `resync` (never
 //! silent loss, checked against the tree), the end when the directory

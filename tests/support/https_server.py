@@ -1,4 +1,4 @@
-"""A local HTTPS server for the tests of upload's `file` source (SPEC §22).
+"""A local HTTPS server for the tests of upload's `file` source (docs/files.md).
 
 Python's standard library only (http.server + ssl); certificates are made
 at start with the `openssl` CLI in a fresh directory: a throwaway CA, a

@@ -1,4 +1,4 @@
-//! The epilogue of a shell-session job (SPEC §17): the command line that
+//! The epilogue of a shell-session job: the command line that
 //! runs the caller's command and then writes the shell's final `pwd` and
 //! `export -p` to [`STATE_FD`], between the markers [`super::state_parser`]
 //! checks. Why the descriptor is closed for the command and how bash's

@@ -1,4 +1,4 @@
-//! The serial lanes of shell sessions (SPEC §17): which job of a shell
+//! The serial lanes of shell sessions: which job of a shell
 //! session may run, and which wait behind it.
 //!
 //! The job table owns its [`Lanes`] and changes them only inside its own

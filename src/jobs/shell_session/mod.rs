@@ -1,6 +1,6 @@
-//! Shell sessions (SPEC §17): named, serial lanes of jobs that share a
-//! working directory and exported environment, carried from one job's shell
-//! to the next.
+//! Shell sessions (docs/tools.md, "Shell sessions"): named, serial lanes
+//! of jobs that share a working directory and exported environment,
+//! carried from one job's shell to the next.
 //!
 //! A session is not a long-lived shell: each `command` job of a session runs
 //! in a fresh `$SHELL -c` whose command line is [`wrap`]ped. The wrapper runs
@@ -73,7 +73,7 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// Who a session belongs to (SPEC §16: the `user` of its first job; `None`
+/// Who a session belongs to (the `user` of its first job; `None`
 /// is the server's own user).
 pub type ShellSessionOwner = Option<String>;
 
@@ -141,7 +141,7 @@ pub enum Refused {
     OtherUser(String),
 }
 
-/// Every shell session of the server (process-wide, SPEC §17).
+/// Every shell session of the server (process-wide).
 #[derive(Debug)]
 pub struct ShellSessions {
     inner: Mutex<BTreeMap<String, ShellSession>>,

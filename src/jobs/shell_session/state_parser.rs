@@ -1,4 +1,4 @@
-//! The parser of what a shell-session job's epilogue wrote (SPEC §17):
+//! The parser of what a shell-session job's epilogue wrote:
 //! exactly `MCPX\0<pwd>\n\0<export -p>\0MCPX-END\n`, as dash, busybox ash
 //! and bash print it. Anything else (a killed shell, a truncated write, an
 //! `exec`ed command) is `None`: the failure mode is "unchanged", never

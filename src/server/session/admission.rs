@@ -169,15 +169,15 @@ impl McpSession {
                     () = backstop() => Some(Err(CallError::Cancelled)),
                     // Nobody can read the answer any more (an HTTP client went
                     // away): up to 2025-11-25 the call is detached, not
-                    // cancelled (SPEC §10). It is dropped where it waits; tools
+                    // cancelled. It is dropped where it waits; tools
                     // claim a job's result only after their wait, so its job
                     // and result stay in the table.
                     () = out.closed() => None,
                     r = &mut run => Some(r),
                 };
-                // In 2026-07-28 the closed stream IS the cancellation (SPEC
-                // §19): the call is cancelled as by `notifications/cancelled`
-                // and runs to its end (a blocking `execute` tears its job down).
+                // In 2026-07-28 the closed stream IS the cancellation: the
+                // call is cancelled as by `notifications/cancelled` and runs
+                // to its end (a blocking `execute` tears its job down).
                 if outcome.is_none() && call.revision.closed_stream_cancels() {
                     tracing::debug!(request = %id, "response stream closed: request cancelled");
                     call.cancel.cancel();

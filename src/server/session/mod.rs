@@ -1,6 +1,6 @@
 //! One MCP session: protocol state and dispatch, for any transport.
 //!
-//! A session owns protocol state only (SPEC §10): the negotiated revision,
+//! A session owns protocol state only: the negotiated revision,
 //! its requests in flight (for cancellation) and their progress tickers.
 //! Jobs are not the session's: they live in the process-wide job service,
 //! so a job started here can be waited for from any other session.
@@ -155,9 +155,9 @@ impl McpSession {
             .unwrap_or(Revision::V2024_11_05)
     }
 
-    /// Who this session's requests are, for the tasks they create (SPEC
-    /// §19): the stdio process; over HTTP the listener's token, if it has
-    /// one.
+    /// Who this session's requests are, for the tasks they create
+    /// (docs/tasks.md, "Who sees a task"): the stdio process; over HTTP the
+    /// listener's token, if it has one.
     pub fn requestor(&self) -> crate::tasks::Requestor {
         use crate::tasks::Requestor;
         let config = &self.app.config;
@@ -176,7 +176,8 @@ impl McpSession {
     }
 
     /// Ends the session explicitly (HTTP `DELETE`): its calls in flight are
-    /// cancelled and answer `-32800`; its jobs live on (SPEC §10).
+    /// cancelled and answer `-32800`; its jobs live on (they are
+    /// process-wide).
     pub fn end(&self) {
         self.calls.cancel();
         self.running.close();

@@ -14,12 +14,12 @@
 //!   their launch with `execute`'s parser. None reaches into the job table
 //!   (`scripts/check-layers.sh`).
 //!
-//! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout (SPEC §3).
-//! - [`http`]: Streamable HTTP (SPEC §11), with health and metrics.
-//! - [`envd`]: E2B envd's Connect-RPC and `/files` (SPEC §21).
-//! - [`platform`]: the auth rule every platform listener (sandboxd, envd;
-//!   SPEC §21) applies, at start-up and per request.
-//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (SPEC §21): REST,
+//! - [`stdio`]: newline-delimited JSON-RPC on stdin/stdout.
+//! - [`http`]: Streamable HTTP (docs/http.md), with health and metrics.
+//! - [`envd`]: E2B envd's Connect-RPC and `/files` (docs/envd.md).
+//! - [`platform`]: the auth rule every platform listener (sandboxd, envd)
+//!   applies, at start-up and per request.
+//! - [`sandboxd`]: Kubernetes agent-sandbox's runtime API (docs/sandboxd.md): REST,
 //!   and gRPC with the `sandboxd` feature (default on).
 
 pub mod envd;

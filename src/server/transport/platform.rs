@@ -1,4 +1,4 @@
-//! The auth rule every platform listener follows (SPEC §21): the sandboxd
+//! The auth rule every platform listener follows: the sandboxd
 //! gRPC and REST listeners and the envd one, whose protocols carry no
 //! token of their own in the calls their SDKs make.
 //!

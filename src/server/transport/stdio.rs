@@ -1,4 +1,4 @@
-//! The stdio transport: newline-framed JSON-RPC on stdin/stdout (SPEC §3).
+//! The stdio transport: newline-framed JSON-RPC on stdin/stdout.
 //!
 //! Three pieces, started by [`start`]:
 //! - a **reader thread** frames stdin into lines with [`LineSplitter`]
@@ -13,7 +13,7 @@
 //!   read end (`POLLERR` on the pipe) even while nothing is being written.
 //!
 //! Either way of learning that stdout is broken cancels [`Stdio::broken`]:
-//! the client is gone, and the server shuts down at once (SPEC §3).
+//! the client is gone, and the server shuts down at once.
 //!
 //! The reader and writer are plain OS threads doing blocking I/O, not tokio
 //! tasks: tokio's stdio uses its blocking pool, whose threads keep the

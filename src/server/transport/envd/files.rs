@@ -1,4 +1,4 @@
-//! envd's REST `/files` (notes/platform-protocols.md §2.3), as the `e2b`
+//! envd's REST `/files` (docs/envd.md, "Filesystem"), as the `e2b`
 //! SDK calls it — a mapping onto the one transfer pipeline,
 //! [`crate::files::transfer`] (the atomic commit of
 //! [`crate::files::commit`], streamed both ways, memory flat), as our own
@@ -11,7 +11,7 @@
 //! | `POST /files?path=<p>` `application/octet-stream` (streamed) | the same array, one entry |
 //!
 //! Errors are `{"code": <status>, "message": "…"}` (envd's shape): `400`
-//! malformed, `403` outside the cwd policy (§12.5), `404` missing, `409`
+//! malformed, `403` outside the cwd policy, `404` missing, `409`
 //! not a regular file, `415` a `Content-Encoding` other than identity,
 //! `507` no space.
 //!

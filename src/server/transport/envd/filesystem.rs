@@ -1,8 +1,8 @@
-//! envd's `filesystem.Filesystem` (SPEC §21, notes/platform-protocols.md
-//! §2.3–2.4): `Stat`, `MakeDir`, `Move`, `ListDir`, `Remove` as functions
+//! envd's `filesystem.Filesystem` (docs/envd.md, "Filesystem"): `Stat`,
+//! `MakeDir`, `Move`, `ListDir`, `Remove` as functions
 //! over their ProtoJSON messages (lowerCamelCase, enums by name, int64 as a
 //! string, `Timestamp` as RFC 3339), each a mapping onto [`crate::files`]:
-//! a path is resolved once under the working-directory policy (§12.5) to a
+//! a path is resolved once under the working-directory policy to a
 //! [`Place`] and used only through `*at` calls. The watchers
 //! (`CreateWatcher`/`GetWatcherEvents`/`RemoveWatcher`, `WatchDir`) are in
 //! [`super::watchers`].
@@ -379,7 +379,7 @@ pub fn stat_place(place: &Place, names: &Names) -> Result<EntryInfo, RpcError> {
 
 /// Who the request is for, and the policy it is resolved under.
 pub struct Ctx {
-    /// Holds the working-directory policy (§12.5).
+    /// Holds the working-directory policy.
     policy: Arc<dyn AsRef<CwdPolicy> + Send + Sync>,
     /// The user the request names, if any.
     pub user: Option<String>,

@@ -1,4 +1,4 @@
-//! E2B envd (SPEC §21): the in-sandbox daemon protocol the `e2b` SDK
+//! E2B envd: the in-sandbox daemon protocol the `e2b` SDK
 //! speaks, on its own listener (`--envd ADDR`, `MCP_EXEC_ENVD`; the SDK's
 //! port is 49983). HTTP/1.1 on hyper; docs/envd.md maps every call.
 //!
@@ -20,7 +20,7 @@
 //! else is `404` (another RPC method than `POST`: `405`).
 //!
 //! Auth: every path but the probe passes the platform rule first
-//! ([`PlatformAuth::check`], SPEC §21): one `Host` naming loopback on a
+//! ([`PlatformAuth::check`]): one `Host` naming loopback on a
 //! loopback bind, an allowed `Origin`, and, when our token is set, the
 //! token as `X-Access-Token` (what the SDK sends outside debug mode) or
 //! `Authorization: Bearer`; a refusal is its status with a Connect error
@@ -55,7 +55,7 @@ use connect::Code;
 /// The envd listener's settings, validated at start-up.
 #[derive(Debug, Clone)]
 pub struct EnvdSettings {
-    /// Where to listen, and the auth rule there (SPEC §21).
+    /// Where to listen, and the auth rule there.
     pub auth: PlatformAuth,
 }
 

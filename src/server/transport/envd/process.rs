@@ -1,4 +1,4 @@
-//! `/process.Process/<Method>`: envd's processes are our jobs (SPEC §21),
+//! `/process.Process/<Method>`: envd's processes are our jobs,
 //! through `jobs::Jobs` verbs only. docs/envd.md has the mapping; the
 //! rules that matter:
 //!

@@ -1,4 +1,4 @@
-//! `POST /exec`: streaming execution outside MCP (SPEC §11.2).
+//! `POST /exec`: streaming execution outside MCP (docs/http.md).
 //!
 //! The body is `execute`'s arguments, parsed by the tool's own parser as the
 //! latest revision sees them; the job goes through the same cwd policy and
@@ -8,8 +8,8 @@
 //!   capacity;
 //! - `event: started` `{"job_id","pid"}`;
 //! - `event: stdout` / `event: stderr` `{"data","offset","bytes"}` (plus
-//!   `"redacted"` when secrets were masked): raw offsets, redacted `data`
-//!   (SPEC §12.6), consecutive output coalesced up to [`MAX_CHUNK`];
+//!   `"redacted"` when secrets were masked): raw offsets, redacted `data`,
+//!   consecutive output coalesced up to [`MAX_CHUNK`];
 //! - `event: exit`: the terminal result without stream data (`job_id`,
 //!   `state`, `label`, `exit_code`, `signal`, `signal_number`,
 //!   `start_error`, `timed_out`, `cause`, `started_at`, `duration_ms`,
@@ -109,7 +109,7 @@ pub(super) async fn post(state: &Arc<HttpState>, req: Request<Incoming>) -> Http
             let _ = tx.try_send(exit_event(&job, &app.view(revision())));
             return sse(rx);
         }
-        // The server cannot take jobs now (SPEC §12.7, §12.3).
+        // The server cannot take jobs now: the breaker is open or the queue is full.
         Err(LaunchError::BreakerOpen { refusal, .. }) => return unavailable(&refusal),
         Err(e @ LaunchError::QueueFull { .. }) => {
             return unavailable(&execute::launch_error(e).to_string());

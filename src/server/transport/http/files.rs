@@ -1,5 +1,6 @@
-//! `/files/<abs path>`: file transfer and the file API over HTTP (SPEC
-//! §13.2), after the guard (Host, Origin, token) let the request through.
+//! `/files/<abs path>`: file transfer and the file API over HTTP
+//! (docs/files.md), after the guard (Host, Origin, token) let the request
+//! through.
 //!
 //! | request | answer |
 //! |---|---|
@@ -28,7 +29,7 @@
 //! temporary file is removed before the answer is sent; a `GET` whose
 //! client stops reading fails its socket write after as long (`stall.rs`).
 //!
-//! # `?watch`: a directory's changes as SSE (SPEC §22)
+//! # `?watch`: a directory's changes as SSE
 //! The watch ([`crate::files::watch`]) is set up before the answer is
 //! sent: a directory that cannot be watched is an ordinary error (`404`,
 //! `403`, `409` not a directory, `413` too many directories). Then every

@@ -1,4 +1,4 @@
-//! `/mcp`: the MCP endpoint (SPEC §11). `POST` carries one JSON-RPC message
+//! `/mcp`: the MCP endpoint. `POST` carries one JSON-RPC message
 //! (or, in a 2025-03-26 session, a batch); `DELETE` ends the session; `GET`
 //! offers no stream (`405`).
 //!
@@ -271,7 +271,7 @@ async fn answer(mut inbox: Inbox) -> HttpReply {
 }
 
 /// `DELETE /mcp`: ends the session; its calls in flight answer `-32800`,
-/// its jobs live on (SPEC §10).
+/// its jobs live on (they are process-wide).
 pub(super) fn delete(state: &HttpState, req: &Request<Incoming>) -> HttpReply {
     let entry = match state.session_of(req.headers()) {
         Ok(e) => e,

@@ -1,4 +1,4 @@
-//! The Streamable HTTP transport (SPEC §11), on hyper's HTTP/1.1 server.
+//! The Streamable HTTP transport (docs/http.md), on hyper's HTTP/1.1 server.
 //! This module binds its listeners through the floor ([`crate::net`]) and
 //! routes each request; the rest is split by concern:
 //!
@@ -14,16 +14,16 @@
 //! - [`mcp`]: `POST`/`DELETE /mcp`, the MCP endpoint, both eras.
 //! - [`routing`]: the 2026-07-28 routing headers checked against the body.
 //! - [`probes`]: `/livez`, `/healthz`, `/metrics`.
-//! - [`exec`]: `POST /exec`, a job streamed as server-sent events (SPEC
-//!   §11.2); unlike `/mcp`, a client that leaves cancels its job.
+//! - [`exec`]: `POST /exec`, a job streamed as server-sent events; unlike
+//!   `/mcp`, a client that leaves cancels its job.
 //! - [`files`]: `/files/<abs path>`: streamed file transfer and the file
-//!   API (SPEC §13.2).
+//!   API.
 //! - [`tty`]: `GET /jobs/<id>/tty`, a human attached to a job's terminal
-//!   over a WebSocket (SPEC §20).
+//!   over a WebSocket.
 //! - [`ports`]: `GET /ports`, and `/ports/<n>/…`, the preview proxy to a
-//!   port listening in the container, WebSockets included (SPEC §22).
+//!   port listening in the container, WebSockets included.
 //!
-//! # Disconnects (SPEC §10)
+//! # Disconnects
 //! When the client goes away, hyper drops the handler's future (JSON) or
 //! the body (SSE); either drops the POST's `Inbox`, which closes the outbox,
 //! and a call still waiting on it is *detached*: dropped where it waits,
@@ -31,7 +31,7 @@
 //! [`McpSession`](crate::server::session::McpSession)), so its job and
 //! result stay in the table. Only `notifications/cancelled` and `DELETE` cancel.
 //! A 2026-07-28 request is the exception its revision defines: the closed
-//! stream IS its cancellation (SPEC §19), so the call is cancelled, and a
+//! stream IS its cancellation, so the call is cancelled, and a
 //! blocking `execute` tears its job down.
 //!
 //! # Bounds

@@ -1,4 +1,4 @@
-//! `GET /ports` and the preview proxy `/ports/<n>/<path>` (SPEC §22).
+//! `GET /ports` and the preview proxy `/ports/<n>/<path>`.
 //! docs/http.md documents the wire; SECURITY.md the reasoning.
 //!
 //! - `GET /ports`: `{ports: [{port, proto, addr, loopback_only, pid,

@@ -1,4 +1,4 @@
-//! The operations endpoints (SPEC §14): `/livez` (the process answers),
+//! The operations endpoints: `/livez` (the process answers),
 //! `/healthz` (whether it takes jobs: `503` while shutting down or while
 //! the breaker is open) and `/metrics` (OpenMetrics text).
 //!

@@ -1,5 +1,5 @@
 //! The HTTP listener's settings, validated once at start-up. Every error
-//! names its setting; `main` exits 2 with it (SPEC Part II: fail closed).
+//! names its setting; `main` exits 2 with it (security settings fail closed).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -82,7 +82,7 @@ impl HttpSettings {
 
 /// Our bearer token (`MCP_EXEC_HTTP_TOKEN_FILE`, else `MCP_EXEC_HTTP_TOKEN`),
 /// when one is set: the HTTP listener's, and the one the platform listeners
-/// check when a platform sends it (SPEC §21).
+/// check when a platform sends it.
 pub fn token(c: &Config) -> Result<Option<Vec<u8>>, String> {
     let token = match (&c.http_token_file, &c.http_token) {
         // `MCP_EXEC_HTTP_TOKEN_FILE="$FILE"` with `FILE` unset: the

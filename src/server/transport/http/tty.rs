@@ -1,5 +1,5 @@
 //! `GET /jobs/<id>/tty`: a human attached to a job's terminal over a
-//! WebSocket (SPEC §20). docs/http.md documents the wire; in short:
+//! WebSocket. docs/http.md documents the wire; in short:
 //!
 //! - The request passes the guards of every endpoint (Host, Origin, the
 //!   bearer token) and is then upgraded (RFC 6455 over hyper's upgrade;

@@ -1,5 +1,5 @@
 //! `--sandboxd-grpc ADDR`: agent-sandbox's `process.v1.ProcessService`
-//! (KEP-539.2 sandboxd, SPEC §21) over h2c — cleartext HTTP/2 with prior
+//! (KEP-539.2 sandboxd, docs/sandboxd.md) over h2c — cleartext HTTP/2 with prior
 //! knowledge, as `grpc.insecure_channel` speaks it — on hyper's HTTP/2
 //! server. Every RPC is a mapping onto the verbs of `jobs::Jobs`:
 //!
@@ -42,7 +42,7 @@
 //!   grace, KILL to the whole group, then removed — nothing else could
 //!   collect it.
 //! - Output is what every other front-end sees: UTF-8-sanitised (invalid
-//!   bytes become U+FFFD) and redacted (SPEC §12.6); a `Start` client too
+//!   bytes become U+FFFD) and redacted; a `Start` client too
 //!   slow for the job's window misses the bytes the window dropped.
 //!
 //! Errors are gRPC statuses with a `grpc-message`: `INVALID_ARGUMENT` (a

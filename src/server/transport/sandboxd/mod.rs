@@ -1,5 +1,5 @@
 //! Kubernetes agent-sandbox's in-sandbox runtime API, KEP-539.2 "sandboxd"
-//! (SPEC §21), so that its official SDKs drive mcp-exec unchanged: front-ends
+//! (docs/sandboxd.md), so that its official SDKs drive mcp-exec unchanged: front-ends
 //! over the same jobs and files as MCP, each on its own listener, off by
 //! default. This module only declares them; each owns its listener, wire
 //! format and mapping (scripts/check-layers.sh's transport rule applies).

@@ -1,4 +1,4 @@
-//! sandboxd's REST API (KEP-539.2, `filesystem.yaml`; SPEC §21) as a
+//! sandboxd's REST API (KEP-539.2, `filesystem.yaml`; docs/sandboxd.md) as a
 //! mapping onto [`crate::files`] and its transfer pipeline
 //! ([`crate::files::transfer`]): nothing here reads or writes a file
 //! itself.
@@ -25,8 +25,8 @@
 //! is `403 PERMISSION_DENIED`, as in sandboxd. Everything is resolved by a
 //! [`CwdPolicy`] whose one root is the sandbox root (opened once,
 //! `openat2(RESOLVE_BENEATH)`), and the root itself must be allowed by
-//! §12.5's policy, so a sandboxd path can never reach what the MCP tools may
-//! not. Like sandboxd, a path whose last component is a symlink (inside
+//! the working-directory policy, so a sandboxd path can never reach what the
+//! MCP tools may not. Like sandboxd, a path whose last component is a symlink (inside
 //! the root) is read or written through: [`Place::through_link`] has the kernel
 //! follow it from the parent's descriptor and places the object it reached
 //! under the same policy (the same device and inode, or refused), which is

@@ -1,4 +1,4 @@
-//! gRPC on the wire, by hand, for the sandboxd front-end (SPEC §21): the
+//! gRPC on the wire, by hand, for the sandboxd front-end: the
 //! `process.v1` messages (generated from the vendored `.proto` by build.rs),
 //! the length-prefixed message framing (the floor's [`envelope`] codec, its
 //! refusals mapped here to gRPC statuses), a [`GrpcStatus`] (the floor's
