@@ -10,7 +10,8 @@
 #      (bare binary, PID 1 under unshare, the scratch image, the tini image);
 #      then the fuzz smoke run (scripts/fuzz-smoke.sh) and cargo-deny's license
 #      and ban checks (deny.toml),
-#   4. runs the benchmark harness in smoke mode,
+#   4. runs the benchmark harness in smoke mode, and the README's install command
+#      (scripts/install.sh) into a scratch prefix,
 #   5. runs the interop suite against real MCP clients (interop/run.sh), which
 #      installs their pinned Python and npm packages,
 #   6. runs the examples of README.md and docs/ as pasted (scripts/doc-examples.sh),
@@ -119,6 +120,18 @@ RUSTFLAGS='-C target-feature=+crt-static -C relocation-model=static' cargo build
     --target x86_64-unknown-linux-gnu -p mcp-exec
 cargo run --release --locked -p bench -- --smoke
 step "static release build and bench smoke"
+
+# The README's install command, into a scratch prefix (it reuses the static build above): the
+# installed binary runs and says it is the static build of this commit.
+prefix=$(mktemp -d -t mcp-exec-install.XXXXXX)
+bash scripts/install.sh "$prefix" </dev/null
+installed=$("$prefix/bin/mcp-exec" --version)
+rm -rf "$prefix"
+if [[ $installed != "mcp-exec "*"(commit $(git rev-parse --short=12 HEAD), static, features: "* ]]; then
+    echo "scripts/test.sh: the installed binary says \"$installed\"" >&2
+    exit 1
+fi
+step "install"
 
 # Real MCP clients: Python SDK, TypeScript SDK, MCP Inspector CLI (pinned).
 bash interop/run.sh </dev/null

@@ -96,7 +96,7 @@ pub fn main() {
         soft_nofile,
     );
     // In init mode the main command owns stdin and stdout: MCP is served
-    // over HTTP only, if at all (SPEC §10).
+    // over HTTP only, if at all.
     config.no_stdio = flags.no_stdio || (main_command.is_some() && config.http.is_some());
     // Pure init mode runs no jobs; the warning is for servers that do.
     let serves_jobs = main_command.is_none() || config.http.is_some();
@@ -116,7 +116,7 @@ pub fn main() {
     for w in boot.warnings.iter().chain(&warnings).chain(&log_warning) {
         tracing::warn!("{w}");
     }
-    // Security settings fail closed (SPEC Part II): exit 2, naming them.
+    // Security settings fail closed: exit 2, naming them.
     let policies = match config.refusals.first() {
         Some(refusal) => Err(refusal.clone()),
         None => Policies::from_config(&config),
@@ -265,6 +265,34 @@ struct Flags {
     no_stdio: bool,
 }
 
+/// What `--version` prints: the version, the commit it was built from
+/// (build.rs), whether it is static, and the optional features built in.
+fn version_line() -> String {
+    let features: Vec<&str> = [
+        ("https-fetch", cfg!(feature = "https-fetch")),
+        ("sandboxd", cfg!(feature = "sandboxd")),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(name, _)| *name)
+    .collect();
+    let linked = if cfg!(target_feature = "crt-static") {
+        "static"
+    } else {
+        "dynamic"
+    };
+    let features = if features.is_empty() {
+        "none".to_owned()
+    } else {
+        features.join(" ")
+    };
+    format!(
+        "mcp-exec {} (commit {}, {linked}, features: {features})",
+        env!("CARGO_PKG_VERSION"),
+        env!("MCP_EXEC_COMMIT")
+    )
+}
+
 /// Parses the flags; `Err` is the exit code when it printed (`--help`,
 /// `--version`: 0; a bad argument: 2).
 fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
@@ -276,7 +304,7 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
         };
         let variable = match name.as_str() {
             "--version" | "-V" => {
-                println!("mcp-exec {}", env!("CARGO_PKG_VERSION"));
+                println!("{}", version_line());
                 return Err(0);
             }
             "--help" | "-h" => {

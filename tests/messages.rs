@@ -47,6 +47,34 @@ fn help_names_every_tool_that_tools_list_lists_and_both_transports() {
     assert!(help.contains("stdio and Streamable HTTP"), "{help}");
 }
 
+/// `--version` is one line: the version, the commit (the test build is a
+/// debug build, which says so), how it is linked, and the optional
+/// features built in — the same for `-V`.
+#[test]
+fn version_is_one_line_naming_the_version_the_build_and_the_features() {
+    for flag in ["--version", "-V"] {
+        let out = run(&[], &[flag]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let want = format!(
+            "mcp-exec {} (commit debug build, {}, features: {})\n",
+            env!("CARGO_PKG_VERSION"),
+            if cfg!(target_feature = "crt-static") {
+                "static"
+            } else {
+                "dynamic"
+            },
+            match (cfg!(feature = "https-fetch"), cfg!(feature = "sandboxd")) {
+                (true, true) => "https-fetch sandboxd",
+                (true, false) => "https-fetch",
+                (false, true) => "sandboxd",
+                (false, false) => "none",
+            }
+        );
+        assert_eq!(text, want, "{flag}");
+    }
+}
+
 #[test]
 fn a_mistyped_flag_is_one_line_and_a_pointer_to_help() {
     for args in [&["--bogus"][..], &["--http"][..], &["--"][..]] {
