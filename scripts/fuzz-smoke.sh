@@ -6,7 +6,8 @@
 #              its input in fuzz/artifacts/<target>/;
 #   stable     otherwise: the same target functions as seeded randomized tests over the seeds
 #              (`cargo test --lib fuzzing`; they also run in every `cargo test`).
-# Bounded: 9 targets × 20 s plus the build (a few minutes cold, seconds warm).
+# Bounded: 9 targets × 20 s, one per CPU at a time, plus the build (a few minutes cold,
+# seconds warm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,17 +33,43 @@ cargo +nightly fuzz build -s none -a
 echo "fuzz: built in $((SECONDS - start)) s"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-for t in "${targets[@]}"; do
+# One target per CPU at a time (each libFuzzer run is one process on one core), so the
+# smoke gives every target its full time in about a half of the wall time on two CPUs.
+at_once=$(nproc 2>/dev/null || echo 1)
+run_target() {
+    local t=$1 t0=$SECONDS
     mkdir -p "$scratch/$t"
-    t0=$SECONDS
-    if ! out=$(cargo +nightly fuzz run -s none -a "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
-        -max_total_time="$seconds" -print_final_stats=1 2>&1 </dev/null); then
+    local rc=0
+    cargo +nightly fuzz run -s none -a "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
+        -max_total_time="$seconds" -print_final_stats=1 >"$scratch/$t.log" 2>&1 </dev/null ||
+        rc=$?
+    echo "$rc $((SECONDS - t0))" >"$scratch/$t.rc"
+}
+running=0
+for t in "${targets[@]}"; do
+    if ((running >= at_once)); then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    run_target "$t" &
+    running=$((running + 1))
+done
+wait || true
+failed=0
+for t in "${targets[@]}"; do
+    read -r rc took <"$scratch/$t.rc"
+    out=$(cat "$scratch/$t.log")
+    if [[ $rc -ne 0 ]]; then
         printf '%s\n' "$out" | tail -n 40
         echo "fuzz: $t FAILED (its input is in fuzz/artifacts/$t/)" >&2
-        exit 1
+        failed=1
+        continue
     fi
     runs=$(printf '%s\n' "$out" | sed -n 's/^stat::number_of_executed_units: *//p')
     cov=$(printf '%s\n' "$out" | grep -oE 'DONE +cov: [0-9]+ ft: [0-9]+' | tail -n 1 | sed 's/DONE *//')
-    echo "fuzz: $t ok: ${runs:-?} runs, ${cov:-?}, corpus $(ls "$scratch/$t" | wc -l) new, $((SECONDS - t0)) s"
+    echo "fuzz: $t ok: ${runs:-?} runs, ${cov:-?}, corpus $(ls "$scratch/$t" | wc -l) new, $took s"
 done
+if ((failed)); then
+    exit 1
+fi
 echo "fuzz: smoke done in $((SECONDS - start)) s"
