@@ -88,6 +88,11 @@ if ! bash interop/run.sh --install-e2b </dev/null && [[ -n "${CI:-}" ]]; then
 fi
 step "python and e2b packages"
 
+# Four tests at a time on two CPUs: most of a test's time is spent waiting (for a deadline, a
+# child, a socket), and the integration suite used 57 % of the CPUs so: 820 s at the default of
+# one per CPU, 465–493 s at four (two whole runs, every test passing). RUST_TEST_THREADS set
+# by the caller wins.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
 "${timed[@]}" cargo test --workspace --locked
 step "cargo test --workspace (build and every target)"
 
