@@ -340,9 +340,10 @@ fn cli(mut args: impl Iterator<Item = String>) -> Result<Flags, i32> {
 /// tool a session of the newest revision lists.
 fn help() -> String {
     let mut s = format!(
-        "mcp-exec {} — an MCP server (stdio and Streamable HTTP) that runs shell commands as jobs;\n\
-         meant to be PID 1 of a container.\n\n\
-         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--sandboxd-grpc ADDR] [--no-stdio]\n       \
+        "mcp-exec {} — an MCP server (stdio and Streamable HTTP) that runs shell commands as jobs,\n\
+         also for E2B's envd and agent-sandbox's sandboxd clients; meant to be PID 1 of a container.\n\n\
+         Usage: mcp-exec [--http ADDR] [--metrics-listen ADDR] [--envd ADDR] [--sandboxd-grpc ADDR]\n                \
+         [--sandboxd-rest ADDR] [--sandboxd-root DIR] [--sandboxd-metadata-prefix P] [--no-stdio]\n       \
          mcp-exec [--http ADDR] [--metrics-listen ADDR] -- CMD [ARGS…]\n                           \
          init mode: run CMD as the container's main process, tini-style; signals go to CMD,\n                           \
          and mcp-exec exits with its status (128+N: signal N; 127 not found; 126 not executable);\n                           \

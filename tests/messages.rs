@@ -75,6 +75,43 @@ fn version_is_one_line_naming_the_version_the_build_and_the_features() {
     }
 }
 
+/// `--help` says on its first line which clients it serves (MCP, envd,
+/// sandboxd), and its usage names every flag its flag list explains.
+#[test]
+fn help_names_every_front_end_first_and_every_flag_in_its_usage() {
+    let out = run(&[], &["--help"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let first: String = help.lines().take(2).collect::<Vec<_>>().join(" ");
+    for name in ["MCP", "envd", "sandboxd"] {
+        assert!(
+            first.contains(name),
+            "the first lines do not name {name}:\n{help}"
+        );
+    }
+    let usage: String = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Usage:"))
+        .take_while(|l| !l.starts_with("Serves MCP"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let flags: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Flags"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    assert!(flags.len() >= 8, "the flag list: {flags:?}\n{help}");
+    for flag in flags {
+        assert!(
+            usage.contains(&format!("[{flag}")),
+            "the usage does not show {flag}:\n{usage}"
+        );
+    }
+}
+
 #[test]
 fn a_mistyped_flag_is_one_line_and_a_pointer_to_help() {
     for args in [&["--bogus"][..], &["--http"][..], &["--"][..]] {

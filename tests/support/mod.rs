@@ -234,6 +234,8 @@ pub struct Server {
     pending: VecDeque<Value>,
     /// Everything the server wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
+    /// Set when the stderr reader reached the end of the pipe.
+    stderr_ended: Arc<std::sync::atomic::AtomicBool>,
     next_id: i64,
     container: Option<String>,
     mark: guard::Mark,
@@ -270,6 +272,8 @@ impl Server {
         });
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
+        let stderr_ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = Arc::clone(&stderr_ended);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
@@ -277,6 +281,7 @@ impl Server {
                 s.push_str(&line);
                 s.push('\n');
             }
+            ended.store(true, std::sync::atomic::Ordering::Release);
         });
         Server {
             target,
@@ -285,6 +290,7 @@ impl Server {
             lines: rx,
             pending: VecDeque::new(),
             stderr: log,
+            stderr_ended,
             next_id: 0,
             container: target.is_container().then_some(name),
             mark,
@@ -532,6 +538,16 @@ impl Server {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(s)) = self.child.try_wait() {
+                // What it wrote to stderr before it exited is read whole
+                // before the caller looks at it (the reader thread may lag
+                // the exit on a busy machine); bounded, in case something
+                // it left behind still holds the pipe.
+                let read_by = Instant::now() + Duration::from_secs(5);
+                while !self.stderr_ended.load(std::sync::atomic::Ordering::Acquire)
+                    && Instant::now() < read_by
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
                 return Some(s);
             }
             if Instant::now() >= deadline {
