@@ -854,15 +854,7 @@ fn every_listener_cuts_off_a_download_whose_client_stops_reading(t: Target) {
     }
     std::thread::sleep(Duration::from_millis(3500));
     for (name, mut c) in stalled {
-        let mut got = 0u64;
-        let mut buf = vec![0u8; 1 << 20];
-        let ended = loop {
-            match c.read(&mut buf) {
-                Ok(0) => break true,
-                Ok(n) => got += n as u64,
-                Err(_) => break false,
-            }
-        };
+        let (ended, got) = crate::support::http::drain(&mut c);
         assert!(
             ended,
             "{name}: the download was still open after {got} bytes"

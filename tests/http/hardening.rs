@@ -346,15 +346,7 @@ fn a_get_whose_client_stops_reading_is_closed_after_the_stall_timeout(t: Target)
     // Read nothing for well past the stall timeout, then drain: the server
     // has given up, so the stream ends short of the announced length.
     std::thread::sleep(Duration::from_secs(4));
-    let mut got = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    let ended = loop {
-        match c.read(&mut buf) {
-            Ok(0) => break true,
-            Ok(n) => got += n as u64,
-            Err(_) => break false,
-        }
-    };
+    let (ended, got) = crate::support::http::drain(&mut c);
     assert!(ended, "the connection was still open after {got} bytes");
     assert!(got < size, "the whole file arrived: the stall was not cut");
 }

@@ -115,3 +115,17 @@ pub fn try_parse(raw: &[u8]) -> Option<Reply> {
         body,
     })
 }
+
+/// Reads `c` until the server ends the stream: whether it ended (an end of
+/// file, not an error or a read timeout) and how many bytes came first.
+pub fn drain(c: &mut TcpStream) -> (bool, u64) {
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return (true, got),
+            Ok(n) => got += n as u64,
+            Err(_) => return (false, got),
+        }
+    }
+}
