@@ -61,6 +61,10 @@
 #    reads a form's parts through transport/file_http.rs.
 # 18. One meaning per word (docs/ARCHITECTURE.md, "Words"): no type is
 #    called plain `Error`, `Reply` or `Status`; "watch" is inotify only.
+# 19. The documents call the installed binary: README.md and docs/ run
+#    `mcp-exec` from PATH (what `scripts/install.sh` leaves), never a build
+#    output such as target/release/mcp-exec (scripts/doc-examples.sh runs
+#    every shell block of them, and fails on a fence that names no language).
 #
 # Prints every offending file:line with the rule it breaks; exits 1 if any.
 # Docs and tests see docs/ARCHITECTURE.md. Run from anywhere.
@@ -186,6 +190,18 @@ for dir in src init/src; do
     check "\"watch\" is inotify: name a pending exit or a wait otherwise (docs/ARCHITECTURE.md, Words)" \
         "$dir" '\b(struct|enum|type) \w*Watch\b|\bExitWatch\b' watch.rs
 done
+
+# Rule 19.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    hits=$(git grep -nI -E '(^\s*|[|;&]\s*|\$\()target/(x86_64-unknown-linux-gnu/)?(release|debug)/mcp-exec\b' \
+        -- README.md docs/ || true)
+    if [[ -n $hits ]]; then
+        while IFS= read -r line; do
+            echo "check-layers: a document runs the installed mcp-exec, not a build output (rule 19): $line" >&2
+        done <<<"$hits"
+        status=1
+    fi
+fi
 
 # The product specification does not ship with the project: code, docs, tests and messages
 # state the rule or link to docs/, never the specification's sections. (The word is split

@@ -14,7 +14,8 @@
 #      (scripts/install.sh) into a scratch prefix,
 #   5. runs the interop suite against real MCP clients (interop/run.sh), which
 #      installs their pinned Python and npm packages,
-#   6. runs the examples of README.md and docs/ as pasted (scripts/doc-examples.sh),
+#   6. runs the shell examples of README.md and docs/ byte for byte, one fresh login shell per
+#      document, with the binary step 4 installed (scripts/doc-examples.sh),
 #   7. validates deploy/kubernetes/ offline against the Kubernetes schemas
 #      (scripts/validate-k8s.sh; the pod itself runs under `podman kube play` in step 3).
 #   Step 3 runs the bare target once more, and the signal tests on PID 1, with the servers
@@ -27,6 +28,10 @@
 # printed reason) elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ -n ${MCP_EXEC_DOC_EXAMPLE:-} ]]; then
+    echo "scripts/test.sh: not run from inside the examples test (scripts/doc-examples.sh)" >&2
+    exit 1
+fi
 
 # Marks every process of this run (tests/support/guard.rs passes it on to every server);
 # whatever still carries it when the run ends was left behind.
@@ -128,10 +133,10 @@ step "static release build and bench smoke"
 
 # The README's install command, into a scratch prefix (it reuses the static build above): the
 # installed binary runs and says it is the static build of this commit.
+# The examples of the documents (below) run this installed binary.
 prefix=$(mktemp -d -t mcp-exec-install.XXXXXX)
 bash scripts/install.sh "$prefix" </dev/null
 installed=$("$prefix/bin/mcp-exec" --version)
-rm -rf "$prefix"
 if [[ $installed != "mcp-exec "*"(commit $(git rev-parse --short=12 HEAD), static, features: "* ]]; then
     echo "scripts/test.sh: the installed binary says \"$installed\"" >&2
     exit 1
@@ -142,9 +147,10 @@ step "install"
 bash interop/run.sh </dev/null
 step "interop"
 
-# Every example of README.md and docs/ marked runnable, as pasted, against a
-# server started the way the README says (docs/development.md).
-bash scripts/doc-examples.sh </dev/null
+# Every shell example of README.md and docs/, byte for byte, one fresh login shell per
+# document with the binary installed above on PATH (docs/development.md).
+MCP_EXEC_DOC_PREFIX=$prefix bash scripts/doc-examples.sh </dev/null
+rm -rf "$prefix"
 step "doc examples"
 
 # The Kubernetes manifests against the bundled schemas (pinned kubernetes-validate).
