@@ -191,30 +191,29 @@ for dir in src init/src; do
         "$dir" '\b(struct|enum|type) \w*Watch\b|\bExitWatch\b' watch.rs
 done
 
-# Rule 19.
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    hits=$(git grep -nI -E '(^\s*|[|;&]\s*|\$\()target/(x86_64-unknown-linux-gnu/)?(release|debug)/mcp-exec\b' \
-        -- README.md docs/ || true)
+# tracked RULE GIT-GREP-ARGS…: report every line of the tracked files that
+# `git grep -nI ARGS` finds (outside a git work tree there is nothing to check).
+tracked() {
+    local rule=$1 hits
+    shift
+    git rev-parse --is-inside-work-tree >/dev/null 2>&1 || return 0
+    hits=$(git grep -nI "$@" || true)
     if [[ -n $hits ]]; then
         while IFS= read -r line; do
-            echo "check-layers: a document runs the installed mcp-exec, not a build output (rule 19): $line" >&2
+            echo "check-layers: $rule: $line" >&2
         done <<<"$hits"
         status=1
     fi
-fi
+}
+
+tracked "a document runs the installed mcp-exec, not a build output (rule 19)" \
+    -E '(^\s*|[|;&]\s*|\$\()target/(x86_64-unknown-linux-gnu/)?(release|debug)/mcp-exec\b' \
+    -- README.md docs/
 
 # The product specification does not ship with the project: code, docs, tests and messages
 # state the rule or link to docs/, never the specification's sections. (The word is split
 # here so that this line does not find itself.)
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    hits=$(git grep -nwI "SP""EC" -- . || true)
-    if [[ -n $hits ]]; then
-        while IFS= read -r line; do
-            echo "check-layers: state the rule or link to docs/, not the specification: $line" >&2
-        done <<<"$hits"
-        status=1
-    fi
-fi
+tracked "state the rule or link to docs/, not the specification" -w "SP""EC" -- .
 
 if [[ $status -eq 0 ]]; then
     echo "check-layers: ok"

@@ -126,14 +126,16 @@ def reap():
         if pid == 0:
             return
 
-def end_leftovers(mark, doc):
-    """SIGTERM to what a document left running; what outlives 10 s is killed and reported."""
-    left = mine(mark)
-    for pid in left:
+def signal_all(pids, sig):
+    for pid in pids:
         try:
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
+
+def end_leftovers(mark, doc):
+    """SIGTERM to what a document left running; what outlives 10 s is killed and reported."""
+    signal_all(mine(mark), signal.SIGTERM)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         reap()
@@ -141,19 +143,14 @@ def end_leftovers(mark, doc):
             return
         time.sleep(0.05)
     stubborn = mine(mark)
-    for pid in stubborn:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    signal_all(stubborn, signal.SIGKILL)
     reap()
     failures.append(f"{doc}: processes outlived SIGTERM by 10 s: {stubborn}")
 
 class Shell:
     """One document's `bash --login`, fed one `source` line per block."""
 
-    def __init__(self, doc, prefix, n):
-        self.doc = doc
+    def __init__(self, prefix, n):
         self.dir = os.path.join(scratch, f"doc{n}")
         home = os.path.join(self.dir, "home")
         os.makedirs(home)
@@ -266,7 +263,7 @@ def run_document(path, prefix, n):
             if nxt and nxt[1] == "text output":
                 expected = nxt[2]
             if shell is None:
-                shell = Shell(path, prefix, n)
+                shell = Shell(prefix, n)
             status, out, err, errors = shell.run(k, body)
             ran += 1
             what = None
